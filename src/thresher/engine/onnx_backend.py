@@ -1,0 +1,49 @@
+"""ONNX Runtime sessions with explicit options, shared by every model kind."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnxruntime as ort
+
+_OPT_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """intra_op_threads: threads inside one operator; 0 = ONNX Runtime's choice (all cores).
+    Set THRESHER_THREADS to override the default for every session.
+    inter_op_threads: threads across independent operators; 1 suits these sequential graphs.
+    optimization: one of disable | basic | extended | all.
+    providers: execution providers in order of preference; absent ones are skipped.
+    """
+
+    intra_op_threads: int = int(os.environ.get("THRESHER_THREADS", "0"))
+    inter_op_threads: int = 1
+    optimization: str = "all"
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
+
+    def __post_init__(self) -> None:
+        if self.optimization not in _OPT_LEVELS:
+            raise ValueError(f"optimization must be one of {sorted(_OPT_LEVELS)}, got {self.optimization!r}")
+        if self.intra_op_threads < 0 or self.inter_op_threads < 0:
+            raise ValueError("thread counts must be >= 0")
+
+
+def open_session(path: str | Path, config: SessionConfig = SessionConfig()) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = config.intra_op_threads
+    opts.inter_op_num_threads = config.inter_op_threads
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = _OPT_LEVELS[config.optimization]
+    opts.log_severity_level = 3
+    available = set(ort.get_available_providers())
+    providers = [p for p in config.providers if p in available] or ["CPUExecutionProvider"]
+    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)

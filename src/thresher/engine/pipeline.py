@@ -1,0 +1,50 @@
+"""One compression from validated requests: segment -> score -> select -> assemble."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from thresher.engine.reduce import keep_by_ratio, keep_by_threshold
+from thresher.engine.request import Request
+from thresher.engine.result import CompressionResult, assemble
+from thresher.engine.segment import get_segmenter
+from thresher.engine.timing import timed
+from thresher.scorers.base import ScoreInput, Scorer, Scores
+
+
+def select(request: Request, spans: tuple[np.ndarray, ...], scores: Scores, default_threshold: float):
+    """Keep flags per passage: threshold mode, or keep_ratio over the whole request."""
+    opts = request.options
+    if opts.keep_ratio is None:
+        threshold = default_threshold if opts.threshold is None else opts.threshold
+        return [keep_by_threshold(s, threshold) for s in scores.sentences]
+    counts = [s.shape[0] for s in scores.sentences]
+    if not sum(counts):
+        return [np.zeros(0, bool) for _ in counts]
+    flat_scores = np.concatenate(scores.sentences)
+    lengths = np.concatenate([sp[:, 1] - sp[:, 0] for sp in spans])
+    return np.split(keep_by_ratio(flat_scores, lengths, opts.keep_ratio), np.cumsum(counts)[:-1])
+
+
+def compress_requests(scorer: Scorer, requests: list[Request]) -> list[CompressionResult]:
+    """Run a batch of requests through one scorer call; every result gets the batch's timings."""
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    segment = get_segmenter(scorer.segmenter)
+    with timed(timings, "segment"):
+        items = [
+            ScoreInput(r.question, r.passages, tuple(segment(p.text) for p in r.passages))
+            for r in requests
+        ]
+    scored = scorer.score(items, timings)
+    results = []
+    for request, item, scores in zip(requests, items, scored):
+        with timed(timings, "reduce"):
+            keep = select(request, item.spans, scores, scorer.threshold)
+        with timed(timings, "assemble"):
+            results.append(assemble(request, list(item.spans), list(scores.sentences), keep, scores.rerank,
+                                    timings, scorer.name))
+    timings["total"] = (time.perf_counter() - t0) * 1e3
+    return results

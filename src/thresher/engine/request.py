@@ -1,0 +1,133 @@
+"""Request validation: one validator that every entry point (API, CLI, server) calls.
+
+Bad input raises ValueError/TypeError whose message names the field, the limit and the value,
+before any tokenization happens. Nothing is silently dropped or truncated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Explicit request limits. Each trades memory/latency against what a caller may send.
+
+    max_question_chars: a question is a query, not a document.
+    max_passages: passages per request; compress_batch() is the path for more work.
+    max_passage_chars: characters per passage; longer passages are processed in blocks, so
+        this bounds memory and latency (about 1 s per 100k characters on 2 CPU cores), not
+        correctness.
+    max_request_chars: all passages of one request together.
+    """
+
+    max_question_chars: int = 4_096
+    max_passages: int = 1_000
+    max_passage_chars: int = 2_000_000
+    max_request_chars: int = 8_000_000
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class Passage:
+    text: str
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    """Per-call selection options; they never change the Compressor.
+
+    threshold: keep a sentence whose score is >= threshold (model default when None).
+    keep_ratio: budget mode instead of a threshold: keep the best-scoring sentences until this
+        fraction of the request's passage characters is kept (0 < keep_ratio <= 1).
+    top_k: with reorder, keep only the k passages with the highest rerank score.
+    reorder: return passages sorted by rerank score (best first) instead of input order.
+    """
+
+    threshold: float | None = None
+    keep_ratio: float | None = None
+    top_k: int | None = None
+    reorder: bool = False
+
+    def __post_init__(self) -> None:
+        if self.threshold is not None:
+            if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
+                raise TypeError(f"threshold must be a number, got {type(self.threshold).__name__}")
+            if not math.isfinite(self.threshold):
+                raise ValueError(f"threshold must be finite, got {self.threshold}")
+        if self.keep_ratio is not None:
+            if isinstance(self.keep_ratio, bool) or not isinstance(self.keep_ratio, (int, float)):
+                raise TypeError(f"keep_ratio must be a number, got {type(self.keep_ratio).__name__}")
+            if not 0.0 < self.keep_ratio <= 1.0:
+                raise ValueError(f"keep_ratio must be in (0, 1], got {self.keep_ratio}")
+            if self.threshold is not None:
+                raise ValueError("give either threshold or keep_ratio, not both")
+        if self.top_k is not None:
+            if isinstance(self.top_k, bool) or not isinstance(self.top_k, int):
+                raise TypeError(f"top_k must be an int, got {type(self.top_k).__name__}")
+            if self.top_k < 1:
+                raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if not isinstance(self.reorder, bool):
+            raise TypeError(f"reorder must be a bool, got {type(self.reorder).__name__}")
+
+
+@dataclass(frozen=True)
+class Request:
+    question: str
+    passages: tuple[Passage, ...]
+    options: Options = field(default_factory=Options)
+
+
+def _passage(i: int, item: object, limits: Limits) -> Passage:
+    where = f"passages[{i}]"
+    if isinstance(item, str):
+        text, title = item, None
+    elif isinstance(item, Mapping):
+        unknown = set(item) - {"text", "title"}
+        if unknown:
+            raise ValueError(f"{where} has unknown keys {sorted(unknown)}; allowed: 'text', 'title'")
+        if "text" not in item:
+            raise ValueError(f"{where} is a mapping without 'text'")
+        text, title = item["text"], item.get("title")
+        if not isinstance(text, str):
+            raise TypeError(f"{where}.text must be a string, got {type(text).__name__}")
+        if title is not None and not isinstance(title, str):
+            raise TypeError(f"{where}.title must be a string or null, got {type(title).__name__}")
+    else:
+        raise TypeError(
+            f"{where} must be a string or a {{'title', 'text'}} mapping, got {type(item).__name__}"
+        )
+    if len(text) > limits.max_passage_chars:
+        raise ValueError(
+            f"{where} has {len(text):,} characters; the limit is {limits.max_passage_chars:,} "
+            "(raise Limits.max_passage_chars)"
+        )
+    return Passage(text=text, title=title)
+
+
+def validate(question: object, passages: object, options: Options, limits: Limits = DEFAULT_LIMITS) -> Request:
+    """Check one request and return it in normal form. Raises TypeError/ValueError naming the field."""
+    if not isinstance(question, str):
+        raise TypeError(f"question must be a string, got {type(question).__name__}")
+    if not question.strip():
+        raise ValueError("question is empty")
+    if len(question) > limits.max_question_chars:
+        raise ValueError(
+            f"question has {len(question):,} characters; the limit is {limits.max_question_chars:,}"
+        )
+    if isinstance(passages, (str, bytes, Mapping)) or not isinstance(passages, Sequence):
+        raise TypeError(f"passages must be a list of strings or mappings, got {type(passages).__name__}")
+    if len(passages) > limits.max_passages:
+        raise ValueError(f"passages has {len(passages):,} items; the limit is {limits.max_passages:,}")
+    normal = tuple(_passage(i, p, limits) for i, p in enumerate(passages))
+    total = sum(len(p.text) for p in normal)
+    if total > limits.max_request_chars:
+        raise ValueError(
+            f"passages hold {total:,} characters together; the limit is {limits.max_request_chars:,}"
+        )
+    return Request(question=question, passages=normal, options=options)

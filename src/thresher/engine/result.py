@@ -1,0 +1,123 @@
+"""Result types and their assembly from sentence spans, scores and keep flags.
+
+Pruned text is built only from original substrings: a run of consecutive kept sentences is
+copied from the passage as one slice (so the text between them is preserved byte for byte),
+and separate runs are joined by RUN_SEPARATOR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from thresher.engine.request import Request
+
+RUN_SEPARATOR = " "
+STAGES = ("segment", "tokenize", "pack", "run", "reduce", "assemble")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    start: int  # character offset into the passage text
+    end: int
+    score: float
+    kept: bool
+
+
+@dataclass(frozen=True)
+class PassageResult:
+    index: int  # position in the request's passages
+    title: str | None
+    text: str
+    pruned_text: str
+    sentences: tuple[Sentence, ...]
+    rerank_score: float | None
+
+    def sentence_text(self, i: int) -> str:
+        s = self.sentences[i]
+        return self.text[s.start : s.end]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "title": self.title,
+            "pruned_text": self.pruned_text,
+            "rerank_score": self.rerank_score,
+            "sentences": [
+                {"start": s.start, "end": s.end, "text": self.text[s.start : s.end], "score": s.score,
+                 "kept": s.kept}
+                for s in self.sentences
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class CompressionResult:
+    question: str
+    passages: tuple[PassageResult, ...]  # input order, or best first when reorder=True
+    compression_rate: float  # fraction of passage characters removed (dropped passages count)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    model: str = ""
+
+    @property
+    def pruned_passages(self) -> list[str]:
+        return [p.pruned_text for p in self.passages]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "model": self.model,
+            "compression_rate": self.compression_rate,
+            "timings_ms": self.timings_ms,
+            "passages": [p.to_dict() for p in self.passages],
+        }
+
+
+def pruned_text(text: str, spans: np.ndarray, keep: np.ndarray) -> str:
+    """Join runs of consecutive kept sentences, each run an exact slice of `text`."""
+    idx = np.flatnonzero(keep)
+    if idx.size == 0:
+        return ""
+    breaks = np.flatnonzero(np.diff(idx) != 1)
+    firsts = np.concatenate(([idx[0]], idx[breaks + 1]))
+    lasts = np.concatenate((idx[breaks], [idx[-1]]))
+    return RUN_SEPARATOR.join(text[spans[a, 0] : spans[b, 1]] for a, b in zip(firsts, lasts))
+
+
+def assemble(
+    request: Request,
+    spans: list[np.ndarray],
+    scores: list[np.ndarray],
+    keep: list[np.ndarray],
+    rerank: np.ndarray | None,
+    timings_ms: dict[str, float],
+    model: str,
+) -> CompressionResult:
+    """Build the result; applies top_k and reorder by rerank score."""
+    order = np.arange(len(request.passages))
+    opts = request.options
+    if rerank is not None and (opts.reorder or opts.top_k is not None):
+        best_first = np.argsort(-rerank, kind="stable")
+        chosen = best_first[: opts.top_k] if opts.top_k is not None else best_first
+        order = chosen if opts.reorder else np.sort(chosen)
+    elif opts.top_k is not None or opts.reorder:
+        raise ValueError("top_k and reorder need a model with a rerank score")
+    passages = []
+    for i in order:
+        p = request.passages[i]
+        sp, sc, kp = spans[i], scores[i], keep[i]
+        sentences = tuple(
+            Sentence(int(a), int(b), float(s), bool(k)) for (a, b), s, k in zip(sp.tolist(), sc, kp)
+        )
+        passages.append(
+            PassageResult(
+                index=int(i), title=p.title, text=p.text, pruned_text=pruned_text(p.text, sp, kp),
+                sentences=sentences, rerank_score=None if rerank is None else float(rerank[i]),
+            )
+        )
+    total = sum(len(p.text) for p in request.passages)
+    kept = sum(len(p.pruned_text) for p in passages)
+    rate = 0.0 if total == 0 else 1.0 - kept / total
+    return CompressionResult(request.question, tuple(passages), rate, timings_ms, model)

@@ -1,0 +1,68 @@
+"""The model directory's manifest (thresher.json): what a model is and how to run it.
+
+A model directory holds thresher.json, model.onnx and tokenizer.json. Every file listed under
+"files" is verified against its sha256 when the directory is loaded, so a truncated copy or a
+swapped file is refused instead of giving wrong scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MANIFEST = "thresher.json"
+FORMAT_VERSION = 1
+KINDS = ("embed-sim", "encoder-pruner", "causal-yesno", "causal-eos")
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_manifest(model_dir: Path, manifest: dict[str, Any]) -> None:
+    """Hash every file named in manifest['files'] and write thresher.json atomically."""
+    manifest = dict(manifest, format=FORMAT_VERSION)
+    manifest["files"] = {name: sha256_file(model_dir / name) for name in manifest["files"]}
+    write_atomic(model_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True).encode())
+
+
+def read_manifest(model_dir: str | Path, verify: bool = True) -> dict[str, Any]:
+    """Read and check thresher.json; raises ValueError naming what is wrong."""
+    model_dir = Path(model_dir)
+    path = model_dir / MANIFEST
+    if not path.is_file():
+        raise ValueError(f"{model_dir} is not a thresher model directory (no {MANIFEST})")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if manifest.get("format") != FORMAT_VERSION:
+        raise ValueError(f"{path} has format {manifest.get('format')!r}; this thresher reads {FORMAT_VERSION}")
+    if manifest.get("kind") not in KINDS:
+        raise ValueError(f"{path} has kind {manifest.get('kind')!r}; known kinds: {list(KINDS)}")
+    for name, digest in manifest.get("files", {}).items():
+        f = model_dir / name
+        if not f.is_file():
+            raise ValueError(f"{model_dir} lacks {name}, which {MANIFEST} lists")
+        if verify and sha256_file(f) != digest:
+            raise ValueError(f"{f} does not match the sha256 in {MANIFEST}; re-export the model")
+    return manifest

