@@ -14,7 +14,9 @@ import numpy as np
 
 # Abbreviations after which a period does not end a sentence (lower-case, without the period).
 _ABBREVIATIONS = frozenset(
-    ["mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "etc", "e.g", "i.e", "cf", "al", "approx", "dept", "est", "fig", "gen", "gov", "lt", "col", "capt", "sgt", "rev", "hon", "inc", "ltd", "co", "corp", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "no", "vol", "pp", "ed", "eds", "u.s", "u.k", "u.n", "a.m", "p.m", "ph.d", "b.a", "m.a", "d.c", "op", "ca"]
+    """mr mrs ms dr prof sr jr st mt ft vs etc e.g i.e cf al approx dept est fig gen gov lt col
+    capt sgt rev hon inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec no vol pp
+    ed eds u.s u.k u.n a.m p.m ph.d b.a m.a d.c op ca""".split()  # noqa: SIM905
 )
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace.
 _CANDIDATE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|\n\s*\n")
