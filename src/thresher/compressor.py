@@ -28,12 +28,13 @@ class Compressor:
 
     @classmethod
     def load(cls, model: str | os.PathLike = "default", *, limits: Limits = DEFAULT_LIMITS,
-             session_config: SessionConfig | None = None) -> Compressor:
+             session_config: SessionConfig | None = None, **model_options: Any) -> Compressor:
         """Load "default" (or another name in thresher.list_models()), a model directory, or a
-        Hugging Face checkpoint folder (exported once into the cache)."""
+        Hugging Face checkpoint folder (exported once into the cache). `model_options` are
+        kind-specific settings fixed for this instance (see the README per model kind)."""
         from thresher.models import load_scorer
 
-        return cls(load_scorer(model, session_config), limits)
+        return cls(load_scorer(model, session_config, model_options), limits)
 
     @property
     def model(self) -> str:
@@ -114,6 +115,16 @@ class Compressor:
             {"corpus_id": p.index, "score": p.rerank_score, **({"text": p.text} if return_documents else {})}
             for p in result.passages
         ]
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised embeddings float32 [len(texts), H] from a bi-encoder model (embed-sim
+        kind, e.g. "default"); other kinds raise TypeError. Used by dense retrieval."""
+        embed = getattr(self._scorer, "embed", None)
+        if embed is None:
+            raise TypeError(f"model kind {self.kind!r} has no text embeddings; use an embed-sim model")
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise TypeError("texts must be a sequence of strings")
+        return embed(list(texts), {})
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """Rerank score of each (query, passage) pair as float32 [N] (CrossEncoder.predict)."""

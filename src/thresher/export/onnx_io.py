@@ -48,8 +48,9 @@ def verify(session_path: Path, module: torch.nn.Module, feeds_list: list[dict[st
 
 
 def quantize_int8(src: Path, dst: Path) -> None:
-    """Dynamic int8, per-channel weights, for CPU (MatMul/Gemm only; embeddings stay fp32)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    """int8 for CPU: per-channel weights, per-token activations (see export/quantize.py for why
+    not ONNX Runtime's quantize_dynamic: its per-batch scale makes scores batch-dependent)."""
+    from thresher.export.quantize import quantize_int8_per_token
 
-    quantize_dynamic(str(src), str(dst), per_channel=True, weight_type=QuantType.QInt8,
-                     op_types_to_quantize=["MatMul", "Gemm"])
+    if quantize_int8_per_token(src, dst) == 0:
+        raise ValueError(f"{src} has no MatMul with a constant weight to quantize")
