@@ -17,6 +17,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "tree_packer.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -203,4 +205,7 @@ token_labels carried along, -1 = padding) and placement (int64 [N, 3]: row, star
 W is the fullest row's length. Raises ValueError on malformed offsets, empty sequences or a
 sequence longer than row_len.
 )doc");
+  m.def("pack_tree", &thresher_tree::pack_tree, py::arg("prefix_ids"), py::arg("prefix_cu"),
+        py::arg("branch_ids"), py::arg("branch_cu"), py::arg("branch_group"), py::arg("row_budget"),
+        py::arg("pad_id") = 0, thresher_tree::kPackTreeDoc);
 }

