@@ -20,7 +20,7 @@ PASSAGES = [
 def _check_contract(result, passages):
     assert len(result.passages) == len(passages)
     total = kept = 0
-    for i, p in enumerate(result.passages):
+    for p in result.passages:
         src = passages[p.index]
         text = src if isinstance(src, str) else src["text"]
         assert p.text == text

@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export a checkpoint folder to a thresher model directory")
     p.add_argument("checkpoint")
     p.add_argument("out")
-    p.add_argument("--precision", choices=["fp32", "int8"], default="int8")
+    p.add_argument("--precision", choices=["fp32", "int8", "fp16"], default="int8",
+                   help="fp16: for GPU execution providers (encoder-pruner only)")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("bench", help="run the benchmark suite (benchmarks/*.py)")

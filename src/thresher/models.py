@@ -26,14 +26,20 @@ class NamedModel:
     description: str
     export: Callable[[Path], Path]  # writes a model directory into the given folder
     # Settings the export bakes into the manifest (threshold, segmenter, ...): part of the cache
-    # key, so changing one re-exports instead of silently loading a stale cached copy.
+    # key with the exporter code, so changing either re-exports instead of loading a stale copy.
     settings: tuple = ()
 
     def cache_key(self, name: str) -> str:
-        if not self.settings:
-            return f"{name}-{__version__}"
-        digest = hashlib.sha256(repr(self.settings).encode()).hexdigest()[:8]
+        digest = hashlib.sha256(repr(self.settings).encode() + _exporter_fingerprint()).hexdigest()[:8]
         return f"{name}-{__version__}-{digest}"
+
+
+def _exporter_fingerprint() -> bytes:
+    """sha256 of thresher/export/*.py: a changed exporter (e.g. a new int8 scheme) gets a new key."""
+    h = hashlib.sha256()
+    for path in sorted((Path(__file__).parent / "export").glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.digest()
 
 
 def _export_default(out_dir: Path) -> Path:

@@ -1,0 +1,100 @@
+"""Shared helpers of the benchmark scripts: data, requests, timing summaries, result files.
+
+Every script writes benchmarks/out/<name>.json (all figures + the command and machine) and
+benchmarks/out/<name>.md (the tables pasted into benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "benchmarks" / "out"
+HOTPOT = "hotpotqa_distractor"
+
+
+def load_records(name: str = HOTPOT, limit: int | None = None) -> list[dict]:
+    """Records of ../shared/data/<name>/dev.jsonl (the dev split only; never the holdout)."""
+    path = DATA / name / "dev.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"{path} is absent: the benchmark needs ../shared/data")
+    out = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            out.append(json.loads(line))
+            if limit is not None and len(out) >= limit:
+                break
+    return out
+
+
+def hotpot_passages(record: dict) -> list[dict[str, str]]:
+    """A HotpotQA record's paragraphs as thresher passages {"title", "text"}.
+
+    The text is HotpotQA's sentence list joined with "" (sentences keep their leading spaces),
+    so character offsets of the gold sentences are cumulative sentence lengths.
+    """
+    return [{"title": title, "text": "".join(sentences)} for title, sentences in record["context"]]
+
+
+def hotpot_requests(records: list[dict]) -> list[tuple[str, list[dict[str, str]]]]:
+    return [(r["question"], hotpot_passages(r)) for r in records]
+
+
+def percentiles(ms: list[float] | np.ndarray) -> dict[str, float]:
+    a = np.asarray(ms, dtype=np.float64)
+    return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p99": float(np.percentile(a, 99)), "mean": float(a.mean()), "n": int(a.size)}
+
+
+class Stopwatch:
+    """`with Stopwatch() as t: ...` then t.ms (wall) and t.cpu_ms (CPU time of every thread of
+    this process: less sensitive than wall time to other processes competing for the cores)."""
+
+    def __enter__(self) -> Stopwatch:
+        self._t0, self._c0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.ms = (time.perf_counter() - self._t0) * 1e3
+        self.cpu_ms = (time.process_time() - self._c0) * 1e3
+
+
+def machine() -> dict:
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), "python": platform.python_version()}
+
+
+def command(script: str, argv: list[str] | None) -> str:
+    """The command line that reproduces a run, from the repository root."""
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join([".venv/bin/python", f"benchmarks/{script}", *map(shlex.quote, args)])
+
+
+def md_table(header: list[str], rows: list[list]) -> str:
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_results(name: str, data: dict, markdown: str) -> tuple[Path, Path]:
+    """Write benchmarks/out/<name>.json and .md; returns both paths."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    data = {**data, "machine": machine(), "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    js, md = OUT / f"{name}.json", OUT / f"{name}.md"
+    js.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    md.write_text(markdown.rstrip() + "\n", encoding="utf-8")
+    return js, md

@@ -1,0 +1,41 @@
+"""`thresher serve`: run the HTTP service with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from thresher.server.settings import Settings, add_arguments, from_args
+
+log = logging.getLogger("thresher.server")
+
+
+def build_server(settings: Settings, scorer=None, log_level: str = "warning"):
+    """A uvicorn.Server for the app (not started). Shutdown (SIGINT/SIGTERM, or should_exit=True)
+    stops accepting connections, lets in-flight requests finish for up to drain_timeout_s, then
+    stops the batcher."""
+    import uvicorn
+
+    from thresher.server.app import create_app
+
+    app = create_app(settings, scorer)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
+                            timeout_graceful_shutdown=settings.drain_timeout_s, access_log=False,
+                            lifespan="on")
+    return uvicorn.Server(config)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = from_args(args)
+    server = build_server(settings, log_level="info" if args.verbose else "warning")
+    log.warning("thresher serving %s on http://%s:%s", settings.model, settings.host, settings.port)
+    server.run()
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("serve", help="run the HTTP service (POST /v1/compress, /v1/rerank)",
+                              description="Every setting is a flag, else the env var THRESHER_<NAME>, "
+                                          "else its default.")
+    add_arguments(p)
+    p.set_defaults(func=_serve)
