@@ -34,7 +34,7 @@ from common import command, hotpot_requests, load_records, md_table, write_resul
 from test_packer import assert_same, reference_pack  # noqa: E402
 
 from thresher import _native  # noqa: E402
-from thresher.engine.batch import pack, split_runs  # noqa: E402
+from thresher.engine.batch import pack, pack_groups, split_runs  # noqa: E402
 from thresher.engine.segment import get_segmenter  # noqa: E402
 from thresher.engine.tokenize import encode_flat, load_tokenizer, token_id  # noqa: E402
 from thresher.models import DEFAULT_SEGMENTER  # noqa: E402
@@ -43,8 +43,7 @@ from thresher.scorers.embed_sim import MAX_BATCH_TOKENS, MIN_ROW_LEN, wrap_windo
 ROW_LEN = 256  # the default model's max_length: rows of the C++ packer
 ST_BATCH = 32  # sentence-transformers' default encode batch size
 PACKER_256 = "C++ packer, rows of 256"
-PACKER_NARROW = f"C++ packer, rows of max({MIN_ROW_LEN}, longest) (EmbedSimScorer)"
-PACKER_BALANCED = "experiment: rows of 256 shrunk to the least width keeping the row count"
+PACKER_NARROW = f"C++ packer, EmbedSimScorer's rows (>= {MIN_ROW_LEN}, narrowed)"
 PAD_TO_LONGEST = "pad-to-longest, batches of 32"
 
 
@@ -81,22 +80,12 @@ def packed_cost(ids, cu, labels, row_len: int = ROW_LEN) -> tuple[int, int, int]
 
 
 def narrow_packed_cost(ids, cu, labels) -> tuple[int, int, int]:
-    """As packed_cost, with EmbedSimScorer's rows: as wide as the longest sequence, >= MIN_ROW_LEN."""
-    return packed_cost(ids, cu, labels, min(ROW_LEN, max(MIN_ROW_LEN, int(np.diff(cu).max()))))
-
-
-def balanced_packed_cost(ids, cu, labels) -> tuple[int, int, int]:
-    """An experiment, not in thresher: rows of 256, then the row capacity lowered (binary search)
-    to the least that still packs into as few rows, so the last row's padding is spread thin."""
-    rows = _native.Packer(ROW_LEN).pack(ids, cu, labels)["segment_ids"].shape[0]
-    lo, hi = max(int(np.diff(cu).max()), -(-ids.shape[0] // rows)), ROW_LEN
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _native.Packer(mid).pack(ids, cu, labels)["segment_ids"].shape[0] <= rows:
-            hi = mid
-        else:
-            lo = mid + 1
-    return packed_cost(ids, cu, labels, hi)
+    """As packed_cost, with EmbedSimScorer's rows: engine.batch.pack_groups with one group (rows as
+    wide as the longest sequence, >= MIN_ROW_LEN, then narrowed while the row count stays)."""
+    bounds = np.array([0, cu.shape[0] - 1])
+    packed = pack_groups(ids, cu, labels, bounds, row_len=ROW_LEN, min_row_len=MIN_ROW_LEN)
+    runs = list(split_runs(packed, MAX_BATCH_TOKENS))
+    return packed.real_tokens, sum(r.segment_ids.size for r in runs), len(runs)
 
 
 def pad_to_longest_cost(cu) -> tuple[int, int, int]:
@@ -110,7 +99,6 @@ def utilisation(workload) -> dict:
     out = {}
     for scope, inputs in (("per request", workload), ("all requests in one batch", [concat(workload)])):
         for name, cost in ((PACKER_256, packed_cost), (PACKER_NARROW, narrow_packed_cost),
-                           (PACKER_BALANCED, balanced_packed_cost),
                            (PAD_TO_LONGEST, lambda i, c, lab: pad_to_longest_cost(c))):
             real = computed = calls = 0
             for ids, cu, labels in inputs:

@@ -42,6 +42,21 @@ def pack(ids: np.ndarray, cu_seqlens: np.ndarray, labels: np.ndarray, row_len: i
     return PackedRows(**out)
 
 
+def _narrowest_row_len(ids: np.ndarray, cu: np.ndarray, labels: np.ndarray, row_len: int,
+                       max_seqs_per_row: int) -> int:
+    """Least row length (binary search, >= the longest sequence) that packs into as few rows as
+    row_len does. Costs ~8 extra packs of one request: microseconds in C++."""
+    rows = Packer(row_len, max_seqs_per_row).pack(ids, cu, labels)["segment_ids"].shape[0]
+    lo, hi = max(int(np.diff(cu).max()), -(-ids.shape[0] // max(rows, 1))), row_len
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if Packer(mid, max_seqs_per_row).pack(ids, cu, labels)["segment_ids"].shape[0] <= rows:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
 def pack_groups(ids: np.ndarray, cu_seqlens: np.ndarray, labels: np.ndarray, group_bounds: np.ndarray,
                 row_len: int, min_row_len: int | None = None, max_seqs_per_row: int = 0,
                 pad_id: int = 0) -> PackedRows:
@@ -49,7 +64,8 @@ def pack_groups(ids: np.ndarray, cu_seqlens: np.ndarray, labels: np.ndarray, gro
     group_bounds[g+1]) into rows of its own, then stack all rows fullest first.
 
     With min_row_len, a group's rows are only as long as its longest sequence (at least
-    min_row_len, at most row_len): shorter rows keep attention cost down for short sentences.
+    min_row_len, at most row_len), then narrowed to the least length that still needs no more
+    rows: the last row's padding is spread thin instead of padding it to full width.
 
     A request packed as one group gets the same rows, at the same offsets, whatever else shares
     the call; with int8 models, where a last-bit difference can flip a rounding, that is what
@@ -60,10 +76,12 @@ def pack_groups(ids: np.ndarray, cu_seqlens: np.ndarray, labels: np.ndarray, gro
         if s1 == s0:
             continue
         t0, t1 = cu_seqlens[s0], cu_seqlens[s1]
+        g_ids, g_cu, g_labels = ids[t0:t1], cu_seqlens[s0:s1 + 1] - t0, labels[t0:t1]
         group_len = row_len
         if min_row_len is not None:
-            group_len = min(row_len, max(min_row_len, int(np.diff(cu_seqlens[s0:s1 + 1]).max())))
-        part = pack(ids[t0:t1], cu_seqlens[s0:s1 + 1] - t0, labels[t0:t1], group_len, max_seqs_per_row, pad_id)
+            group_len = min(row_len, max(min_row_len, int(np.diff(g_cu).max())))
+            group_len = _narrowest_row_len(g_ids, g_cu, g_labels, group_len, max_seqs_per_row)
+        part = pack(g_ids, g_cu, g_labels, group_len, max_seqs_per_row, pad_id)
         parts.append((part, base))
         base += part.input_ids.shape[0]
     if not parts:

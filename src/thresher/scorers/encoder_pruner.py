@@ -117,8 +117,10 @@ class EncoderPrunerScorer:
         self.max_length = int(manifest["max_length"])
         self.aggregation = aggregation or defaults.get("aggregation", "mean")
         self.title = defaults.get("title", "first_sentence") if title == "manifest" else title
-        self.always_select_title = bool(defaults.get("always_select_title", False)
-                                        if always_select_title is None else always_select_title)
+        self.always_select_title = (defaults.get("always_select_title", False)
+                                    if always_select_title is None else always_select_title)
+        if not isinstance(self.always_select_title, bool):
+            raise TypeError(f"always_select_title must be a bool, got {type(always_select_title).__name__}")
         self.rerank_blocks = rerank_blocks or defaults.get("rerank_blocks", "first")
         self.rerank_activation = manifest.get("rerank_activation", "identity")
         for option, value, allowed in (("aggregation", self.aggregation, AGGREGATIONS),
