@@ -34,8 +34,6 @@ from thresher.export.provence import (
 from thresher.scorers.encoder_pruner import (
     normalize_question,
     plan_blocks,
-    provence_pruned_text,
-    reference_compression_rates,
     sentence_scores,
 )
 
@@ -209,12 +207,8 @@ def test_parity_with_reference_process(provence_model_dir, reference):
                 assert [s.kept for s in got.sentences] == want_kept, q
                 if threshold == 0.1:
                     assert want_kept == ref["kept"]
-                    assert provence_pruned_text(got) == ref["pruned_context"], q
-                    # thresher's pruned_text keeps the original whitespace between kept sentences
-                    assert "".join(got.pruned_text.split()) == "".join(ref["pruned_context"].split()), q
-                    assert reference_compression_rates(
-                        thresher.CompressionResult(q, (got,), 0.0)
-                    )[0] == pytest.approx(ref["compression_rate"])
+                    assert got.pruned_text == ref["pruned_context"], q
+                    assert 100 * got.compression_rate == pytest.approx(ref["compression_rate"])
                 kept_total += sum(want_kept)
                 dropped_total += len(want_kept) - sum(want_kept)
         assert kept_total > 20 and dropped_total > 5, (threshold, kept_total, dropped_total)

@@ -45,6 +45,6 @@ def compress_requests(scorer: Scorer, requests: list[Request]) -> list[Compressi
             keep = select(request, item.spans, scores, scorer.threshold)
         with timed(timings, "assemble"):
             results.append(assemble(request, list(item.spans), list(scores.sentences), keep, scores.rerank,
-                                    timings, scorer.name))
+                                    timings, scorer.name, getattr(scorer, "sentence_joiner", None)))
     timings["total"] = (time.perf_counter() - t0) * 1e3
     return results

@@ -2,7 +2,8 @@
 
 Pruned text is built only from original substrings: a run of consecutive kept sentences is
 copied from the passage as one slice (so the text between them is preserved byte for byte),
-and separate runs are joined by RUN_SEPARATOR.
+and separate runs are joined by RUN_SEPARATOR. A scorer that reproduces a reference system may
+instead name a `sentence_joiner` (Provence joins kept sentences with one space).
 """
 
 from __future__ import annotations
@@ -39,11 +40,17 @@ class PassageResult:
         s = self.sentences[i]
         return self.text[s.start : s.end]
 
+    @property
+    def compression_rate(self) -> float:
+        """Fraction of this passage's characters removed (0 for an empty passage)."""
+        return 1.0 - len(self.pruned_text) / len(self.text) if self.text else 0.0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
             "title": self.title,
             "pruned_text": self.pruned_text,
+            "compression_rate": self.compression_rate,
             "rerank_score": self.rerank_score,
             "sentences": [
                 {"start": s.start, "end": s.end, "text": self.text[s.start : s.end], "score": s.score,
@@ -75,11 +82,14 @@ class CompressionResult:
         }
 
 
-def pruned_text(text: str, spans: np.ndarray, keep: np.ndarray) -> str:
-    """Join runs of consecutive kept sentences, each run an exact slice of `text`."""
+def pruned_text(text: str, spans: np.ndarray, keep: np.ndarray, joiner: str | None = None) -> str:
+    """Join runs of consecutive kept sentences, each run an exact slice of `text`; with a
+    joiner, join every kept sentence by it instead."""
     idx = np.flatnonzero(keep)
     if idx.size == 0:
         return ""
+    if joiner is not None:
+        return joiner.join(text[a:b] for a, b in spans[idx].tolist())
     breaks = np.flatnonzero(np.diff(idx) != 1)
     firsts = np.concatenate(([idx[0]], idx[breaks + 1]))
     lasts = np.concatenate((idx[breaks], [idx[-1]]))
@@ -94,6 +104,7 @@ def assemble(
     rerank: np.ndarray | None,
     timings_ms: dict[str, float],
     model: str,
+    joiner: str | None = None,
 ) -> CompressionResult:
     """Build the result; applies top_k and reorder by rerank score."""
     order = np.arange(len(request.passages))
@@ -113,7 +124,7 @@ def assemble(
         )
         passages.append(
             PassageResult(
-                index=int(i), title=p.title, text=p.text, pruned_text=pruned_text(p.text, sp, kp),
+                index=int(i), title=p.title, text=p.text, pruned_text=pruned_text(p.text, sp, kp, joiner),
                 sentences=sentences, rerank_score=None if rerank is None else float(rerank[i]),
             )
         )

@@ -33,6 +33,8 @@ class Scorer(Protocol):
     name: str
     threshold: float  # the model's default keep threshold (keep when score >= threshold)
     segmenter: str  # name in thresher.engine.segment.SEGMENTERS
+    # Optional: `sentence_joiner: str` makes pruned text the kept sentences joined by it (as a
+    # reference system returns them) instead of byte-exact runs; see engine/result.py.
 
     def score(self, items: list[ScoreInput], timings: dict[str, float]) -> list[Scores]:
         """Score a batch of requests; adds tokenize/pack/run/reduce milliseconds to `timings`."""

@@ -38,7 +38,6 @@ import numpy as np
 
 from thresher.engine.batch import pack, split_runs
 from thresher.engine.onnx_backend import SessionConfig, open_session
-from thresher.engine.result import CompressionResult, PassageResult
 from thresher.engine.timing import timed
 from thresher.engine.tokenize import encode_flat, load_tokenizer
 from thresher.scorers.base import ScoreInput, Scores
@@ -97,6 +96,7 @@ def sentence_scores(probs: np.ndarray, labels: np.ndarray, n: int, aggregation: 
 
 class EncoderPrunerScorer:
     kind = "encoder-pruner"
+    sentence_joiner = " "  # pruned text as Provence's process() returns it
 
     def __init__(self, model_dir: str | Path, manifest: dict, session_config: SessionConfig, *,
                  threshold: float | None = None, aggregation: str | None = None,
@@ -257,21 +257,3 @@ class EncoderPrunerScorer:
                 out.append(Scores(sentences, rerank[p:p + n].astype(np.float32)))
                 p += n
         return out
-
-
-def provence_pruned_text(passage: PassageResult) -> str:
-    """The pruned context as Provence's process() returns it: kept sentences joined by one space.
-
-    thresher's own `pruned_text` keeps the original characters between consecutive kept sentences
-    (byte-exact slices); the two differ only where a passage separates sentences by other
-    whitespace than one space.
-    """
-    return " ".join(passage.sentence_text(i) for i, s in enumerate(passage.sentences) if s.kept)
-
-
-def reference_compression_rates(result: CompressionResult) -> list[float]:
-    """Provence's compression rate of each returned passage: percent of its characters removed
-    (computed on provence_pruned_text); CompressionResult.compression_rate is the engine's
-    request-wide fraction."""
-    return [100.0 * (1.0 - len(provence_pruned_text(p)) / len(p.text)) if p.text else 0.0
-            for p in result.passages]

@@ -48,7 +48,8 @@ COMPRESS_RESULT = {
         "timings_ms": {"type": "object", "additionalProperties": {"type": "number"}},
         "passages": {"type": "array", "items": {"type": "object", "properties": {
             "index": {"type": "integer"}, "title": {"type": ["string", "null"]},
-            "pruned_text": {"type": "string"}, "rerank_score": _NUMBER_OR_NULL,
+            "pruned_text": {"type": "string"}, "compression_rate": {"type": "number"},
+            "rerank_score": _NUMBER_OR_NULL,
             "sentences": {"type": "array", "items": SENTENCE}}}},
     },
 }
