@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs per (rate, strategy), interleaved across strategies so background "
                              "load hits all of them alike; the table averages them")
     parser.add_argument("--no-load", action="store_true", help="load-free part only")
+    parser.add_argument("--sweep-cache", default=str(SWEEP_CACHE),
+                        help="JSONL of oracle sweep rows (default benchmarks/out/budget_sweep.jsonl)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     compressor = thresher.Compressor.load("default")
     passages, questions = build(DATA)
     retriever = HybridRetriever.build(passages, compressor)
-    rows = sweep(select_questions(questions, per_source), retriever, compressor, cache=SWEEP_CACHE,
+    rows = sweep(select_questions(questions, per_source), retriever, compressor, cache=Path(args.sweep_cache),
                  setup=sweep_setup(retriever, compressor), progress=True)
     policy = BudgetPolicy.load(args.policy)
     slo = policy.slo_ms if args.slo_ms is None else args.slo_ms

@@ -19,6 +19,7 @@ equally long up to the sentence); the token count of the reference is always exa
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -162,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
           round(r["token_ratio"], 2), round(r["ref_ms"]), round(r["ms"]), round(r["speedup"], 2),
           f"{r['max_abs_diff']:.1e}", r["same_decisions"]] for r in rows])
     how = f"measured on the first {k} sentences per request and extrapolated" if k else "measured on all sentences"
-    note = f"Reference latency: {how}; 2 torch threads; contended 2-core CPU."
+    note = (f"Reference latency: {how}; 2 torch threads; load average at the end "
+            f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.")
     cmd = command("exit.py", argv)
     markdown = f"{table}\n\n{note}\n\nCommand: `{cmd}`\n"
     write_results("exit", {"command": cmd, "rows": rows, "ref_sentences": k}, markdown)
