@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from thresher import __version__
 from thresher.engine.onnx_backend import SessionConfig
-from thresher.manifest import MANIFEST, read_manifest
+from thresher.manifest import MANIFEST, atomic_directory, read_manifest
 
 
 @dataclass(frozen=True)
@@ -106,23 +104,10 @@ def cache_home() -> Path:
 def export_into_cache(key: str, export: Callable[[Path], Path]) -> Path:
     """Run `export` into a temporary folder and rename it to $THRESHER_HOME/models/<key> once."""
     final = cache_home() / "models" / key
-    if (final / MANIFEST).is_file():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}."))
-    try:
-        export(tmp)
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process won the race; its copy is complete
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    if not (final / MANIFEST).is_file():
+        with atomic_directory(final) as tmp:
+            export(tmp)
     return final
-
-
-_export_into_cache = export_into_cache  # the name other modules used first
 
 
 def _require_export_deps(what: str) -> None:
@@ -146,14 +131,14 @@ def resolve(model: str | os.PathLike) -> Path:
     if isinstance(model, str) and model in NAMED_MODELS:
         _require_export_deps(f"model {model!r}")
         named = NAMED_MODELS[model]
-        return _export_into_cache(named.cache_key(model), named.export)
+        return export_into_cache(named.cache_key(model), named.export)
     path = Path(model)
     if (path / MANIFEST).is_file():
         return path
     if (path / "config.json").is_file():
         _require_export_deps(f"checkpoint {path}")
         digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-        return _export_into_cache(f"ckpt-{digest}-{__version__}",
+        return export_into_cache(f"ckpt-{digest}-{__version__}",
                                   lambda out: export_checkpoint(path, out))
     raise ValueError(
         f"{model!r} is neither a named model ({sorted(NAMED_MODELS)}), a model directory "

@@ -125,28 +125,15 @@ def cached_checkpoint(gguf_path: str | Path) -> Path:
 
     De-quantizing takes about a minute on 2 cores; later loads of the folder take a second.
     """
-    import os
-    import shutil
-    import tempfile
-
-    from thresher.manifest import sha256_file
+    from thresher.manifest import atomic_directory, sha256_file
     from thresher.models import cache_home
 
     gguf_path = Path(gguf_path)
     final = cache_home() / "checkpoints" / f"{gguf_path.stem}-{sha256_file(gguf_path)[:12]}"
     if (final / "config.json").is_file():
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
-    try:
+    with atomic_directory(final) as tmp:
         lm = load_causal_lm(gguf_path)
         lm.model.save_pretrained(tmp)
         lm.tokenizer.save_pretrained(tmp)
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process finished first; its copy is complete
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
