@@ -12,7 +12,7 @@ measured from the scheduled arrival time to the response (queueing in the client
 HTTP round trip and the server's queue included). Quality is computed from the returned
 result. Requests the server rejects (503/504) count as SLO misses with quality 0.
 
-    .venv/bin/python benchmarks/budget_eval.py            # full: 45 questions per source
+    .venv/bin/python benchmarks/budget_eval.py            # full: 270 questions per source (the shipped sweep)
     .venv/bin/python benchmarks/budget_eval.py --quick    # a few questions, one rate
 """
 
@@ -153,10 +153,10 @@ def run_load(strategy, questions, retriever, client, rate: float, n: int, slo_ms
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few questions, one rate, 3 strategies")
-    parser.add_argument("--per-source", type=int, help="sweep questions per source (default 45; quick 4)")
+    parser.add_argument("--per-source", type=int, help="sweep questions per source (default 270; quick 4)")
     parser.add_argument("--policy", help="policy folder (default: the shipped one, trained on this sweep)")
     parser.add_argument("--slo-ms", type=float, help="latency target (default: the policy's)")
-    parser.add_argument("--rates", help="Poisson arrival rates per second, comma-separated (default 0.5,1,2)")
+    parser.add_argument("--rates", help="Poisson arrival rates per second, comma-separated (default 2,5,10)")
     parser.add_argument("--requests", type=int, help="requests per (rate, strategy) (default 30; quick 10)")
     parser.add_argument("--static", help="static k's to run under load, comma-separated (default 2,5,10,20; "
                         "quick 2,10)")
@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     from thresher.budget.policy import BudgetPolicy
     from thresher.budget.retriever import HybridRetriever
 
-    per_source = args.per_source or (4 if args.quick else 45)
+    per_source = args.per_source or (4 if args.quick else 270)
+    load_at_start = os.getloadavg()  # 1/5/15-min load average: background contention before this run
     compressor = thresher.Compressor.load("default")
     passages, questions = build(DATA)
     retriever = HybridRetriever.build(passages, compressor)
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     by_id = {q.qid: q for q in questions}
     data = {"command": command("budget_eval.py", argv), "slo_ms": slo, "per_source": per_source, "n_sweep": len(rows),
             "eval_splits": list(eval_splits), "policy": policy.meta, "load_free": table,
-            "contention": os.getloadavg()}
+            "loadavg_start": load_at_start, "contention": os.getloadavg()}
     header = ["strategy", "SLO compliance", "quality", "mean k", "p95 ms"]
     md = [f"Load-free, {len(eval_rows)} {'/'.join(eval_splits)} questions, SLO {slo:.0f} ms "
           f"(one query at a time):\n",
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         if Client is None:
             data["under_load"] = "missing: thresher.client is not available"
         else:
-            rates = [float(r) for r in (args.rates or ("1" if args.quick else "0.5,1,2")).split(",")]
+            rates = [float(r) for r in (args.rates or ("1" if args.quick else "2,5,10")).split(",")]
             n = args.requests or (10 if args.quick else 30)
             pool_q = [by_id[r.qid] for r in eval_rows]
             static = tuple(int(k) for k in (args.static or ("2,10" if args.quick else "2,5,10,20")).split(","))

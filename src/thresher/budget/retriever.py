@@ -17,9 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from thresher.budget.corpus import CorpusPassage
+from thresher.manifest import atomic_directory
 
 log = logging.getLogger(__name__)
 
@@ -100,17 +98,8 @@ class HybridRetriever:
         ).hexdigest()[:16]
         final = Path(cache_dir) / f"index-{digest}"
         if not (final / "dense.npy").is_file():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".index-{digest}."))
-            try:
+            with atomic_directory(final) as tmp:
                 cls._write_index(passages, compressor, tmp)
-                try:
-                    os.replace(tmp, final)
-                except OSError:  # another process finished first; its index is complete
-                    shutil.rmtree(tmp, ignore_errors=True)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
         bm25 = bm25s.BM25.load(str(final / "bm25"), show_progress=False)
         dense = np.load(final / "dense.npy")
         return cls(passages, compressor, bm25, dense, key=f"{digest}-{compressor.model}")
