@@ -74,7 +74,7 @@ def test_native_equals_reference(tree):
 
 
 def _visible(branch_ids: np.ndarray) -> np.ndarray:
-    """NumPy twin of export.yesno.tree_mask (without sliding window): [R, Tq, Tk] bool."""
+    """NumPy twin of export.tree_mask.tree_mask (without sliding window): [R, Tq, Tk] bool."""
     width = branch_ids.shape[1]
     causal = np.tril(np.ones((width, width), bool))
     key = branch_ids[:, None, :]

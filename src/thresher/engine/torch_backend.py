@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from thresher.export.tree_mask import tree_mask
 from thresher.kernels.sentence_keep import SentenceKeep, sentence_keep
 from thresher.kernels.yesno_head import yesno_head
 
@@ -131,27 +132,6 @@ class GraphRunner:
 # ---------------------------------------------------------------- causal yes/no (EXIT)
 
 
-def tree_attention_mask(branch_ids: torch.Tensor, position_ids: torch.Tensor, dtype: torch.dtype,
-                        sliding_window: int | None = None) -> torch.Tensor:
-    """Additive mask [R, 1, W, W] from branch ids [R, W] (0 prefix, k branch, -1 padding).
-
-    A token sees earlier tokens of the prefix and of its own branch; padding sees padding only,
-    so no query row is fully masked (no NaN from softmax). With a sliding window, keys further
-    than the window in *position* are hidden too, as in the model's own one-prompt mask.
-    """
-    width = branch_ids.shape[1]
-    col = torch.arange(width, device=branch_ids.device)
-    causal = col[None, :] <= col[:, None]  # [Wq, Wk]
-    key = branch_ids[:, None, :]  # [R, 1, Wk]
-    query = branch_ids[:, :, None]  # [R, Wq, 1]
-    allowed = causal[None] & ((key == query) | ((key == 0) & (query >= 0)))
-    if sliding_window is not None:
-        allowed = allowed & (position_ids[:, :, None] - position_ids[:, None, :] < sliding_window)
-    zero = torch.zeros((), dtype=dtype, device=branch_ids.device)
-    hidden = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=branch_ids.device)
-    return torch.where(allowed, zero, hidden)[:, None]
-
-
 @contextmanager
 def _final_norm_bypassed(body: torch.nn.Module):
     """The body returns pre-norm hidden states while inside (the kernel applies the norm)."""
@@ -198,11 +178,11 @@ class CausalYesNoTorch:
 
     def _forward(self, input_ids, position_ids, branch_ids, score_index):
         dtype = self.rows.dtype
-        full = tree_attention_mask(branch_ids, position_ids, dtype)
+        full = tree_mask(branch_ids, position_ids, None, dtype)
         mask = full
         if self.sliding_window is not None:
             mask = {"full_attention": full,
-                    "sliding_attention": tree_attention_mask(branch_ids, position_ids, dtype, self.sliding_window)}
+                    "sliding_attention": tree_mask(branch_ids, position_ids, self.sliding_window, dtype)}
         if self.norm_weight is not None:
             with _final_norm_bypassed(self.body):
                 hidden = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,

@@ -21,28 +21,13 @@ import torch
 from thresher import __version__
 from thresher.export.causal_lm import CausalLM, load_causal_lm, single_token_id, special_ids_added
 from thresher.export.onnx_io import quantize_int8, verify
+from thresher.export.tree_mask import tree_mask
 from thresher.manifest import write_manifest
 from thresher.scorers.causal_yesno import CONTEXT_MODES, EXIT_TEMPLATE, USER_MESSAGE, PromptTemplate
 
 log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "int8")
 INPUTS = ["input_ids", "position_ids", "branch_ids", "score_index"]
-
-
-def tree_mask(branch_ids: torch.Tensor, position_ids: torch.Tensor, sliding_window: int | None,
-              dtype: torch.dtype) -> torch.Tensor:
-    """Additive mask [R, 1, T, T] (0 = visible, dtype min = hidden) from branch ids [R, T]."""
-    width = branch_ids.shape[1]
-    col = torch.arange(width, device=branch_ids.device)
-    causal = col[None, :] <= col[:, None]  # [Tq, Tk]
-    key = branch_ids[:, None, :]  # [R, 1, Tk]
-    visible = (key == branch_ids[:, :, None]) | (key == 0)  # [R, Tq, Tk]: own branch or prefix
-    allowed = causal[None] & visible
-    if sliding_window is not None:
-        allowed = allowed & (position_ids[:, :, None] - position_ids[:, None, :] < sliding_window)
-    zero = torch.zeros((), dtype=dtype, device=branch_ids.device)
-    hidden = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=branch_ids.device)
-    return torch.where(allowed, zero, hidden)[:, None]
 
 
 class YesNoHead(torch.nn.Module):
