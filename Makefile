@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.thresher-installed
-SOURCES := pyproject.toml CMakeLists.txt $(shell find src bindings -name '*.py' -o -name '*.cpp' -o -name '*.hpp' 2>/dev/null)
+SOURCES := pyproject.toml CMakeLists.txt $(shell find src bindings -name '*.py' -o -name '*.cpp' -o -name '*.hpp' -o -path '*/trained/*' -type f 2>/dev/null)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 

@@ -1,4 +1,4 @@
-"""Quality of the default model on hotpotqa_distractor dev: gold-sentence recall vs compression.
+"""Quality of a pruning model on hotpotqa_distractor: gold-sentence recall vs compression.
 
 Every dev question is compressed once with its ~10 paragraphs; the sentence scores are then
 swept offline over thresholds (threshold mode) and keep ratios (budget mode), applying the
@@ -11,10 +11,18 @@ counts as recalled when the kept sentences cover at least COVER (50%) of its non
 characters. Removed = the engine's compression rate (1 - pruned chars / passage chars), averaged
 over questions. Reported: recall (micro over gold sentences), the share of questions with every
 gold sentence recalled, and removal; plus two position baselines (first k sentences of each
-paragraph). The default threshold is chosen as the largest threshold on a 0.01 grid whose
+paragraph). The default threshold is chosen as the largest threshold on the grid whose
 recall is >= TARGET_RECALL (i.e. the most removal at that recall).
 
+`--fold validation` evaluates on the validation fold of the trained pruner's split
+(thresher.training.data.fold_of; the fold it never trained on) and adds: other models on the same
+questions (`--compare`), BM25 sentence selection, recall of every method at the main model's
+removal, the ranking head's MRR of gold paragraphs, ClapNQ precision/recall against the human
+sentences and SQuAD v2's unanswerable questions pruned to nothing.
+
     .venv/bin/python benchmarks/quality.py [--limit N] [--quick]
+    .venv/bin/python benchmarks/quality.py --model minilm-pruner --fold validation \
+        --target-recall 0.90 --target-removed 0.60 --compare default
 """
 
 from __future__ import annotations
@@ -33,9 +41,12 @@ from common import command, hotpot_passages, load_records, md_table, write_resul
 COVER = 0.5  # a gold sentence is recalled when >= 50% of its non-space characters are kept
 TARGET_RECALL = 0.85
 TARGET_REMOVED = 0.50
-THRESHOLDS = np.round(np.arange(-0.10, 0.801, 0.01), 2) + 0.0  # + 0.0: no "-0.00"
+# A 0.01 grid, plus a geometric one below 0.1 where a trained pruner's keep probabilities sit
+# (most sentences of a 10-paragraph HotpotQA question are irrelevant, so most score < 0.05).
+THRESHOLDS = np.unique(np.concatenate([np.round(np.arange(-0.10, 0.801, 0.01), 2),
+                                       np.round(np.geomspace(0.001, 0.1, 41), 4)])) + 0.0  # no "-0.00"
 KEEP_RATIOS = np.round(np.arange(0.10, 0.951, 0.05), 2)
-SHOWN_THRESHOLDS = np.round(np.arange(0.0, 0.701, 0.05), 2)
+SHOWN_THRESHOLDS = np.round(np.concatenate([[0.002, 0.005, 0.01, 0.02, 0.0316], np.arange(0.0, 0.701, 0.05)]), 4)
 
 
 @dataclass
@@ -45,6 +56,15 @@ class PassageEval:
     scores: np.ndarray  # float32 [S]
     gold: np.ndarray  # int64 [G, 2], character spans of gold sentences in text
     cum_nonspace: np.ndarray  # int64 [len(text) + 1], prefix count of non-space characters
+    rerank: float | None = None  # the passage's rerank score, where the model has one
+
+
+def passage_eval(text: str, spans, scores, gold: np.ndarray, rerank: float | None = None) -> PassageEval:
+    ns = np.fromiter((not c.isspace() for c in text), dtype=np.int64, count=len(text))
+    cum = np.zeros(len(text) + 1, np.int64)
+    np.cumsum(ns, out=cum[1:])
+    return PassageEval(text, np.asarray(spans, np.int64).reshape(-1, 2), np.asarray(scores, np.float32),
+                       gold, cum, rerank)
 
 
 def gold_spans(sentences: list[str], gold_ids: list[int]) -> np.ndarray:
@@ -62,19 +82,10 @@ def score_records(compressor, records: list[dict], batch_size: int) -> list[list
         gold_by_title: dict[str, list[int]] = {}
         for title, idx in rec["supporting_facts"]:
             gold_by_title.setdefault(title, []).append(int(idx))
-        passages = []
-        for (title, sentences), p in zip(rec["context"], res.passages):
-            ns = np.fromiter((not c.isspace() for c in p.text), dtype=np.int64, count=len(p.text))
-            cum = np.zeros(len(p.text) + 1, np.int64)
-            np.cumsum(ns, out=cum[1:])
-            passages.append(PassageEval(
-                p.text,
-                np.array([(s.start, s.end) for s in p.sentences], np.int64).reshape(-1, 2),
-                np.array([s.score for s in p.sentences], np.float32),
-                gold_spans(sentences, gold_by_title.get(title, [])),
-                cum,
-            ))
-        out.append(passages)
+        out.append([passage_eval(p.text, [(s.start, s.end) for s in p.sentences],
+                                 [s.score for s in p.sentences],
+                                 gold_spans(sentences, gold_by_title.get(title, [])), p.rerank_score)
+                    for (title, sentences), p in zip(rec["context"], res.passages)])
     return out
 
 
@@ -139,8 +150,8 @@ def lead(k: int):
     return lambda passages: [np.arange(p.scores.shape[0]) < k for p in passages]
 
 
-def choose_threshold(curve: list[dict]) -> dict | None:
-    ok = [c for c in curve if c["recall"] >= TARGET_RECALL]
+def choose_threshold(curve: list[dict], target: float = TARGET_RECALL) -> dict | None:
+    ok = [c for c in curve if c["recall"] >= target]
     return max(ok, key=lambda c: (c["removed"], c["threshold"])) if ok else None
 
 
@@ -160,49 +171,196 @@ def ascii_plot(points: dict[str, list[tuple[float, float]]], width: int = 60, he
     return "\n".join([*rows, axis, ticks, legend])
 
 
+def curves(data: list[list[PassageEval]], target_recall: float) -> dict:
+    thresholds = [{"threshold": float(t), **evaluate(data, by_threshold(float(t)))} for t in THRESHOLDS]
+    ratios = [{"keep_ratio": float(r), **evaluate(data, by_ratio(float(r)))} for r in KEEP_RATIOS]
+    ratio_ok = [r for r in ratios if r["recall"] >= target_recall]
+    return {"threshold_curve": thresholds, "keep_ratio_curve": ratios,
+            "chosen": choose_threshold(thresholds, target_recall),
+            "best_keep_ratio_at_target": max(ratio_ok, key=lambda r: r["removed"]) if ratio_ok else None}
+
+
+def recall_at(curve: list[dict], removed: float) -> float:
+    """Recall of a curve linearly interpolated at a given removal."""
+    pts = sorted((c["removed"], c["recall"]) for c in curve)
+    return float(np.interp(removed, [x for x, _ in pts], [y for _, y in pts]))
+
+
+def bm25_data(records: list[dict], data: list[list[PassageEval]]) -> list[list[PassageEval]]:
+    """The same sentences scored by BM25 against the question (an index per question's sentences)."""
+    import bm25s
+
+    out = []
+    for rec, passages in zip(records, data):
+        texts = [p.text[a:b] for p in passages for a, b in p.spans.tolist()]
+        tok = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+        index = bm25s.BM25()
+        index.index(tok, show_progress=False)
+        q = bm25s.tokenize([rec["question"]], stopwords="en", return_ids=False, show_progress=False)[0]
+        flat = index.get_scores(q).astype(np.float32) if q else np.zeros(len(texts), np.float32)
+        parts = np.split(flat, np.cumsum([p.spans.shape[0] for p in passages])[:-1])
+        out.append([passage_eval(p.text, p.spans, s, p.gold) for p, s in zip(passages, parts)])
+    return out
+
+
+def rerank_quality(data: list[list[PassageEval]]) -> dict:
+    """MRR of the first gold paragraph and the share of questions with both gold paragraphs in
+    the top 2, ranking by rerank score (or the best sentence score where a model has none)."""
+    rr, both, source = [], [], "rerank score"
+    for passages in data:
+        if passages[0].rerank is None:
+            source = "best sentence score (no rerank head)"
+        key = np.array([p.rerank if p.rerank is not None else (p.scores.max() if p.scores.size else -np.inf)
+                        for p in passages])
+        gold = np.array([p.gold.shape[0] > 0 for p in passages])
+        if not gold.any():
+            continue
+        order = np.argsort(-key, kind="stable")
+        rr.append(1.0 / (1 + int(np.argmax(gold[order]))))
+        both.append(bool(gold[order][:2].all()) if gold.sum() >= 2 else bool(gold[order][0]))
+    return {"mrr": float(np.mean(rr)), "both_gold_in_top2": float(np.mean(both)), "ranked_by": source,
+            "questions": len(rr)}
+
+
+def _locate(text: str, sentences: list[str], ids: set[int]) -> np.ndarray:
+    spans, pos = [], 0
+    for i, sent in enumerate(sentences):
+        at = text.find(sent.strip(), pos)
+        if at < 0:
+            continue
+        pos = at + len(sent.strip())
+        if i in ids:
+            spans.append((at, pos))
+    return np.array(spans, np.int64).reshape(-1, 2)
+
+
+def clapnq_quality(compressor, threshold: float, fold: str, batch_size: int, limit: int | None) -> dict:
+    """ClapNQ: recall (the COVER rule) and character precision of kept text against the human
+    sentences on answerable questions; unanswerable questions pruned to nothing."""
+    from thresher.engine.reduce import keep_by_threshold
+
+    recs = [r for r in load_records("clapnq") if in_fold(r["id"], fold)][:limit]
+    results = compressor.compress_batch([(r["question"], [{"title": p["title"], "text": p["text"]}
+                                                          for p in r["passages"]]) for r in recs],
+                                        progress=False, batch_size=batch_size)
+    hits = golds = kept_in_gold = kept_total = 0
+    empty = unanswerable = 0
+    for r, res in zip(recs, results):
+        answerable = r["answerable"] in (True, "True")
+        ids = {int(i) for i in r["gold_sentence_ids"]} if answerable else set()
+        for raw, p in zip(r["passages"], res.passages):
+            pe = passage_eval(p.text, [(s.start, s.end) for s in p.sentences], [s.score for s in p.sentences],
+                              _locate(p.text, raw["sentences"], ids))
+            keep = keep_by_threshold(pe.scores, threshold)
+            if not answerable:
+                unanswerable += 1
+                empty += int(not keep.any())
+                continue
+            got = recalled(pe, keep)
+            hits, golds = hits + int(got.sum()), golds + got.size
+            in_gold = np.zeros(len(p.text) + 1, np.int64)
+            for a, b in pe.gold.tolist():
+                in_gold[a + 1:b + 1] = 1
+            ns = np.diff(pe.cum_nonspace)
+            for a, b in pe.spans[keep].tolist():
+                kept_total += int(ns[a:b].sum())
+                kept_in_gold += int((ns[a:b] * in_gold[a + 1:b + 1]).sum())
+    return {"questions": len(recs), "recall": hits / max(golds, 1),
+            "precision": kept_in_gold / max(kept_total, 1),
+            "unanswerable_pruned_to_nothing": empty / max(unanswerable, 1), "unanswerable": unanswerable}
+
+
+def squad_v2_quality(compressor, threshold: float, fold: str, batch_size: int, limit: int | None) -> dict:
+    """SQuAD v2: unanswerable questions whose paragraph is pruned to nothing, and answerable ones
+    whose pruned text still contains an answer string."""
+    recs = [r for r in load_records("squad_v2.0_dev") if in_fold(r["id"], fold)][:limit]
+    results = compressor.compress_batch([(r["question"], [r["context"]]) for r in recs], progress=False,
+                                        batch_size=batch_size, threshold=threshold)
+    empty = unans = kept_answer = ans = 0
+    for r, res in zip(recs, results):
+        text = res.passages[0].pruned_text
+        if r["is_impossible"] in (True, "True"):
+            unans += 1
+            empty += int(not text.strip())
+        else:
+            ans += 1
+            kept_answer += int(any(a in text for a in r["answers"]))
+    return {"questions": len(recs), "unanswerable_pruned_to_nothing": empty / max(unans, 1),
+            "unanswerable": unans, "answer_kept": kept_answer / max(ans, 1), "answerable": ans}
+
+
+def in_fold(question_id: str, fold: str) -> bool:
+    if fold == "dev":
+        return True
+    from thresher.training.data import fold_of
+
+    return fold_of(question_id) == fold
+
+
 def run(args) -> dict:
     import thresher
     from thresher.engine.onnx_backend import SessionConfig
 
-    compressor = thresher.Compressor.load(
-        args.model, session_config=SessionConfig(intra_op_threads=args.threads))
-    records = load_records(limit=args.limit)
+    def load(name):
+        return thresher.Compressor.load(name, session_config=SessionConfig(intra_op_threads=args.threads))
+
+    compressor = load(args.model)
+    records = [r for r in load_records(limit=args.limit) if in_fold(r["id"], args.fold)]
     data = score_records(compressor, records, args.batch_size)
-    thresholds = [{"threshold": float(t), **evaluate(data, by_threshold(float(t)))} for t in THRESHOLDS]
-    ratios = [{"keep_ratio": float(r), **evaluate(data, by_ratio(float(r)))} for r in KEEP_RATIOS]
-    baselines = [{"baseline": f"first {k} sentence(s) of each paragraph", **evaluate(data, lead(k))}
-                 for k in (1, 2)]
-    chosen = choose_threshold(thresholds)
-    ratio_ok = [r for r in ratios if r["recall"] >= TARGET_RECALL]
-    return {
-        "model": compressor.model, "model_threshold": compressor.threshold, "questions": len(records),
-        "gold_sentences": int(sum(p.gold.shape[0] for ps in data for p in ps)),
-        "cover": COVER, "target_recall": TARGET_RECALL, "target_removed": TARGET_REMOVED,
-        "threshold_curve": thresholds, "keep_ratio_curve": ratios, "baselines": baselines,
-        "chosen": chosen,
-        "best_keep_ratio_at_target": max(ratio_ok, key=lambda r: r["removed"]) if ratio_ok else None,
+    main = curves(data, args.target_recall)
+    res = {
+        "model": compressor.model, "model_threshold": compressor.threshold, "fold": args.fold,
+        "questions": len(records), "gold_sentences": int(sum(p.gold.shape[0] for ps in data for p in ps)),
+        "cover": COVER, "target_recall": args.target_recall, "target_removed": args.target_removed, **main,
+        "baselines": [{"baseline": f"first {k} sentence(s) of each paragraph", **evaluate(data, lead(k))}
+                      for k in (1, 2)],
     }
+    if args.fold == "dev" and not args.compare:
+        return res
+    at = main["chosen"]["removed"] if main["chosen"] else args.target_removed
+    bm25 = curves(bm25_data(records, data), args.target_recall)
+    others = {"bm25 sentences (keep_ratio)": {"recall_at_removed": recall_at(bm25["keep_ratio_curve"], at),
+                                              "keep_ratio_curve": bm25["keep_ratio_curve"]}}
+    models = {args.model: (compressor, data, main)}
+    for name in args.compare:
+        c = load(name)
+        d = score_records(c, records, args.batch_size)
+        cv = curves(d, args.target_recall)
+        models[name] = (c, d, cv)
+        others[name] = {"model": c.model, "recall_at_removed": recall_at(cv["threshold_curve"], at),
+                        "chosen": cv["chosen"], "threshold_curve": cv["threshold_curve"],
+                        "keep_ratio_curve": cv["keep_ratio_curve"]}
+    res.update(compare_at_removed=at, compared=others, per_model={})
+    for name, (c, d, cv) in models.items():
+        t = cv["chosen"]["threshold"] if cv["chosen"] else c.threshold
+        res["per_model"][name] = {
+            "model": c.model, "operating_threshold": t, "rerank": rerank_quality(d),
+            "clapnq": clapnq_quality(c, t, args.fold, args.batch_size, args.limit),
+            "squad_v2": squad_v2_quality(c, t, args.fold, args.batch_size, args.limit),
+        }
+    return res
 
 
 def markdown(res: dict, cmd: str) -> str:
-    shown = {round(float(t), 2) for t in SHOWN_THRESHOLDS}
+    shown = {round(float(t), 4) for t in SHOWN_THRESHOLDS}
     chosen = res["chosen"]
     if chosen:
-        shown.add(round(chosen["threshold"], 2))
-    t_rows = [[c["threshold"] + 0.0, c["recall"], c["all_gold_recalled"], c["removed"]]
-              for c in res["threshold_curve"] if round(c["threshold"], 2) in shown]
+        shown.add(round(chosen["threshold"], 4))
+    t_rows = [[f"{c['threshold'] + 0.0:g}", c["recall"], c["all_gold_recalled"], c["removed"]]
+              for c in res["threshold_curve"] if round(c["threshold"], 4) in shown]
     r_rows = [[c["keep_ratio"], c["recall"], c["all_gold_recalled"], c["removed"]]
               for c in res["keep_ratio_curve"]]
     b_rows = [[c["baseline"], c["recall"], c["all_gold_recalled"], c["removed"]] for c in res["baselines"]]
     cols = ["recall", "all gold kept (share of questions)", "removed"]
+    target_recall, target_removed = res["target_recall"], res["target_removed"]
     if chosen:
-        met = chosen["removed"] >= TARGET_REMOVED
-        verdict = (f"Chosen threshold: **{chosen['threshold']:.2f}** (the largest on a 0.01 grid with "
-                   f"recall >= {TARGET_RECALL}): recall {chosen['recall']:.3f}, removes "
-                   f"{100 * chosen['removed']:.1f}% of characters. Target (recall >= {TARGET_RECALL} while "
-                   f"removing >= {100 * TARGET_REMOVED:.0f}%): {'met' if met else 'NOT met'}.")
+        met = chosen["removed"] >= target_removed
+        verdict = (f"Chosen threshold: **{chosen['threshold']:g}** (the largest on the grid with "
+                   f"recall >= {target_recall}): recall {chosen['recall']:.3f}, removes "
+                   f"{100 * chosen['removed']:.1f}% of characters. Target (recall >= {target_recall} while "
+                   f"removing >= {100 * target_removed:.0f}%): {'met' if met else 'NOT met'}.")
     else:
-        verdict = f"No threshold reaches recall {TARGET_RECALL}."
+        verdict = f"No threshold reaches recall {target_recall}."
     best_r = res["best_keep_ratio_at_target"]
     if best_r:
         verdict += (f" Budget mode: keep_ratio {best_r['keep_ratio']:.2f} gives recall {best_r['recall']:.3f}"
@@ -214,7 +372,7 @@ def markdown(res: dict, cmd: str) -> str:
     })
     return "\n\n".join([
         f"`{cmd}`",
-        f"{res['questions']} questions, {res['gold_sentences']} gold supporting sentences; model "
+        f"{res['questions']} questions ({res['fold']} fold), {res['gold_sentences']} gold supporting sentences; model "
         f"{res['model']}; a gold sentence counts as recalled when >= {100 * res['cover']:.0f}% of its "
         "non-space characters are kept; removed = mean compression rate per question.",
         verdict,
@@ -222,7 +380,36 @@ def markdown(res: dict, cmd: str) -> str:
         "Budget mode (`keep_ratio`, over all passages of a question):\n\n" + md_table(["keep_ratio", *cols], r_rows),
         "Position baselines:\n\n" + md_table(["baseline", *cols], b_rows),
         "```\n" + plot + "\n```",
+        *comparison_markdown(res),
     ])
+
+
+def comparison_markdown(res: dict) -> list[str]:
+    if "per_model" not in res:
+        return []
+    at = res["compare_at_removed"]
+    main_recall = res["chosen"]["recall"] if res["chosen"] else recall_at(res["threshold_curve"], at)
+    rows = [[res["model"] + " (threshold)", main_recall, 0.0]]
+    for name, o in res["compared"].items():
+        rows.append([o.get("model", name) + (" (threshold)" if "threshold_curve" in o else ""),
+                     o["recall_at_removed"], o["recall_at_removed"] - main_recall])
+    out = [f"Recall at equal removal ({100 * at:.1f}% of characters, the operating point above; "
+           "curves interpolated):\n\n" + md_table(["method", "recall", "vs this model"], rows)]
+    pm = [[m["model"], m["operating_threshold"], m["rerank"]["mrr"], m["rerank"]["both_gold_in_top2"],
+           m["clapnq"]["recall"], m["clapnq"]["precision"], m["clapnq"]["unanswerable_pruned_to_nothing"],
+           m["squad_v2"]["unanswerable_pruned_to_nothing"], m["squad_v2"]["answer_kept"]]
+          for m in res["per_model"].values()]
+    m0 = next(iter(res["per_model"].values()))
+    out.append(
+        "Each model at its operating threshold (chosen as above on these HotpotQA questions, else its "
+        "default). MRR: HotpotQA paragraphs ranked by the rerank score, or by the best sentence score "
+        f"for a model without a rerank head (embed-sim); ClapNQ ({m0['clapnq']['questions']} questions, {m0['clapnq']['unanswerable']} "
+        f"unanswerable); SQuAD v2 ({m0['squad_v2']['questions']} questions, "
+        f"{m0['squad_v2']['unanswerable']} unanswerable):\n\n" + md_table(
+            ["model", "threshold", "MRR gold paragraph", "both gold in top 2", "ClapNQ recall",
+             "ClapNQ precision", "ClapNQ unanswerable -> nothing", "SQuAD v2 unanswerable -> nothing",
+             "SQuAD v2 answer kept"], pm))
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -234,6 +421,12 @@ def main(argv: list[str] | None = None) -> dict:
     # one packing group per request; tests/test_quality_smoke.py checks it against compress()).
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="the first 40 questions")
+    ap.add_argument("--fold", choices=["dev", "validation"], default="dev",
+                    help="dev: every dev question; validation: the trained pruner's held-back fold")
+    ap.add_argument("--target-recall", type=float, default=TARGET_RECALL)
+    ap.add_argument("--target-removed", type=float, default=TARGET_REMOVED)
+    ap.add_argument("--compare", action="append", default=[], metavar="MODEL",
+                    help="also evaluate MODEL on the same questions (repeatable)")
     args = ap.parse_args(argv)
     if args.quick:
         args.limit = min(args.limit or 40, 40)
@@ -242,6 +435,8 @@ def main(argv: list[str] | None = None) -> dict:
     res["command"] = cmd
     md = markdown(res, cmd)
     name = "quality" if args.model == "default" else f"quality-{Path(args.model).name}"
+    if args.fold != "dev":
+        name += f"-{args.fold}"
     js, mdp = write_results(name, res, md)
     print(md)
     print(f"\nwrote {js} and {mdp}")

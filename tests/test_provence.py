@@ -361,10 +361,10 @@ def test_bad_options(provence_model_dir):
 def test_fp16_graph_close_to_fp32(provence_model_dir, tmp_path):
     """The fp16 conversion used by `--precision fp16` (GPU execution providers) also runs on CPU."""
     from thresher.engine.onnx_backend import open_session
-    from thresher.export.provence import _convert_fp16, _random_feeds
+    from thresher.export.pruner_graph import _convert_fp16, random_feeds
 
     _convert_fp16(provence_model_dir / "model.onnx", tmp_path / "model16.onnx")
-    feeds = _random_feeds(500, seed=7, rows=4)
+    feeds = random_feeds(500, seed=7, rows=4, cls=1, low=4)
     want = open_session(provence_model_dir / "model.onnx").run(None, feeds)
     got = open_session(tmp_path / "model16.onnx").run(None, feeds)
     real = feeds["attention_mask"].astype(bool)
@@ -377,7 +377,8 @@ def test_open_provence_deberta_layout_loads_same_module(provence_checkpoint, tmp
     its rerank score is sigmoid-scaled and its default threshold comes from the config."""
     from safetensors.torch import load_file, save_file
 
-    from thresher.export.provence import _random_feeds, inspect_checkpoint, load_provence
+    from thresher.export.provence import inspect_checkpoint, load_provence
+    from thresher.export.pruner_graph import random_feeds
 
     op = _copy(provence_checkpoint, tmp_path / "open-provence-deberta")
     cfg = json.loads((op / "config.json").read_text())
@@ -393,7 +394,7 @@ def test_open_provence_deberta_layout_loads_same_module(provence_checkpoint, tmp
     assert (info.layout, info.rerank_activation, info.threshold) == ("open_provence", "sigmoid", 0.3)
     a, _ = load_provence(provence_checkpoint)
     b, _ = load_provence(op)
-    feeds = {k: torch.from_numpy(v) for k, v in _random_feeds(500, seed=3).items()}
+    feeds = {k: torch.from_numpy(v) for k, v in random_feeds(500, seed=3, cls=1, low=4).items()}
     with torch.no_grad():
         for x, y in zip(a(*feeds.values()), b(*feeds.values())):
             assert torch.equal(x, y)

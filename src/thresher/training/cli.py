@@ -1,0 +1,60 @@
+"""`thresher train`: train the MiniLM pruner from ../shared/data and export it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _caps(values: list[str]) -> dict[str, int]:
+    out = {}
+    for v in values:
+        source, _, n = v.partition("=")
+        if not n.isdigit():
+            raise argparse.ArgumentTypeError(f"--max-questions takes SOURCE=N, got {v!r}")
+        out[source] = int(n)
+    return out
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from thresher.training.data import SOURCES
+    from thresher.training.train import TrainConfig
+
+    d = TrainConfig(data_dir="")
+    p = sub.add_parser("train", help="train the MiniLM pruner (Provence heads, LoRA) from ../shared/data",
+                       description=__doc__)
+    p.add_argument("--data-dir", default="../shared/data", help="folder holding <set>/dev.jsonl")
+    p.add_argument("--out", required=True, help="run folder: delta.safetensors + train.json are written here")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--rank", type=int, default=d.rank, help="LoRA rank")
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--batch-tokens", type=int, default=d.batch_tokens, help="padded tokens per step")
+    p.add_argument("--rank-weight", type=float, default=d.rank_weight, help="weight of the ranking loss")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--max-questions", nargs="*", default=[], metavar="SOURCE=N",
+                   help=f"cap questions per source ({', '.join(SOURCES)})")
+    p.add_argument("--export", metavar="DIR", help="also export the trained model (int8) into DIR")
+    p.add_argument("--threshold", type=float, default=0.5, help="keep threshold written with --export")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from thresher.training.train import TrainConfig, train
+
+    if not Path(args.data_dir).is_dir():
+        raise ValueError(f"--data-dir {args.data_dir} is not a folder")
+    config = TrainConfig(data_dir=args.data_dir, epochs=args.epochs, rank=args.rank, lr=args.lr,
+                         batch_tokens=args.batch_tokens, rank_weight=args.rank_weight, seed=args.seed,
+                         max_questions=_caps(args.max_questions))
+    record = train(config, args.out, progress=lambda m: sys.stderr.write(m + "\n"))
+    sys.stdout.write(json.dumps({k: record[k] for k in ("examples", "history", "train_seconds")}, indent=2) + "\n")
+    if args.export:
+        from thresher.export.bert_pruner import export_bert_pruner, load_trained_pruner
+
+        net, bert_config, tokenizer, _ = load_trained_pruner(args.out)
+        export_bert_pruner(net, bert_config, tokenizer, args.export, threshold=args.threshold,
+                           name=f"minilm-pruner-{Path(args.out).name}")
+        sys.stdout.write(f"exported to {args.export}\n")
+    return 0
