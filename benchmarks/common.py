@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "benchmarks" / "out"
 HOTPOT = "hotpotqa_distractor"
+STAGES = ("segment", "tokenize", "pack", "run", "reduce", "assemble")  # Compressor timings_ms keys
 
 
 def load_records(name: str = HOTPOT, limit: int | None = None) -> list[dict]:

@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
+    STAGES,
     Stopwatch,
     command,
     hotpot_requests,
@@ -37,7 +38,6 @@ from common import (  # noqa: E402
     write_results,
 )
 
-STAGES = ("segment", "tokenize", "pack", "run", "reduce", "assemble")
 TARGET_P50_MS = 60.0
 TARGET_SPEEDUP = 3.0
 

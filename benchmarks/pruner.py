@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
+    STAGES,
     Stopwatch,
     command,
     hotpot_requests,
@@ -31,8 +32,6 @@ from common import (  # noqa: E402
     percentiles,
     write_results,
 )
-
-STAGES = ("segment", "tokenize", "pack", "run", "reduce", "assemble")
 
 
 class TorchReference:
