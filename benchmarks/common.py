@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "benchmarks" / "out"
 HOTPOT = "hotpotqa_distractor"
+SETTLE_S = 0.05
 STAGES = ("segment", "tokenize", "pack", "run", "reduce", "assemble")  # Compressor timings_ms keys
 
 
@@ -58,9 +59,16 @@ def percentiles(ms: list[float] | np.ndarray) -> dict[str, float]:
 
 class Stopwatch:
     """`with Stopwatch() as t: ...` then t.ms (wall) and t.cpu_ms (CPU time of every thread of
-    this process: less sensitive than wall time to other processes competing for the cores)."""
+    this process: less sensitive than wall time to other processes competing for the cores).
+
+    Entering first sleeps SETTLE_S: pipelines timed in turn share the process, and the thread
+    pools of the one that just ran (ONNX Runtime's, torch's OpenMP) keep spinning for a while
+    after their work, taking cores from the next timed call (measured: +5-10 ms on a 60 ms
+    request on 2 cores). The pause lets them park; it does not change either pipeline's work.
+    """
 
     def __enter__(self) -> Stopwatch:
+        time.sleep(SETTLE_S)
         self._t0, self._c0 = time.perf_counter(), time.process_time()
         return self
 

@@ -360,7 +360,8 @@ def ort_gpu_session_config(**overrides):
     from thresher.engine.onnx_backend import SessionConfig
 
     providers = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
-    return SessionConfig(**{"providers": providers, **overrides})
+    # GPU kernels want the fused ops that the CPU default skips (SessionConfig.disabled_optimizers).
+    return SessionConfig(**{"providers": providers, "disabled_optimizers": (), **overrides})
 
 
 def load_causal_lm(path: str, *, device: str | torch.device = "cuda", dtype: str | torch.dtype = "bf16"):
