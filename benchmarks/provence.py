@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                                r["int8_max_sentence_prob_diff"], r["int8_same_kept"]] for r in rows])
     cmd = command("provence.py", argv)
     markdown = f"Command: `{cmd}` (median ms per request, {n} requests per size, {args.threads} thread(s) for torch and ONNX Runtime)\n\n{table}\n"
-    write_results("provence", {"command": cmd, "rows": rows}, markdown)
+    write_results("provence-" + "-".join(shapes), {"command": cmd, "rows": rows}, markdown)  # one file per shape set
     print(markdown)
     return 0
 
