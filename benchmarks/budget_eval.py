@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
 
     per_source = args.per_source or (4 if args.quick else 270)
     load_at_start = os.getloadavg()  # 1/5/15-min load average: background contention before this run
-    compressor = thresher.Compressor.load("default")
+    compressor = thresher.Compressor.load("minilm-cosine")
     passages, questions = build(DATA)
     retriever = HybridRetriever.build(passages, compressor)
     rows = sweep(select_questions(questions, per_source), retriever, compressor, cache=Path(args.sweep_cache),

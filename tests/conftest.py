@@ -29,7 +29,16 @@ def load_jsonl(name: str, limit: int | None = None) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def default_compressor():
-    """The embedded default model, exported once into $THRESHER_HOME (or ~/.cache/thresher)."""
+    """The embedded default model (the trained pruner), exported once into $THRESHER_HOME (or
+    ~/.cache/thresher)."""
     import thresher
 
     return thresher.Compressor.load("default")
+
+
+@pytest.fixture(scope="session")
+def cosine_compressor():
+    """minilm-cosine: the embed-sim model (question-sentence cosine), SAGE's and chunking's embedder."""
+    import thresher
+
+    return thresher.Compressor.load("minilm-cosine")

@@ -43,10 +43,10 @@ def index_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def retriever(corpus, default_compressor, index_cache):
+def retriever(corpus, cosine_compressor, index_cache):
     from thresher.budget.retriever import HybridRetriever
 
-    return HybridRetriever.build(corpus[0], default_compressor, index_cache)
+    return HybridRetriever.build(corpus[0], cosine_compressor, index_cache)
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +94,7 @@ def test_splits_and_selection_are_stable(corpus):
         build(DATA, sources=("hotpotqa", "msmarco"))
 
 
-def test_hybrid_retriever_finds_gold_and_reuses_its_cache(retriever, corpus, default_compressor, index_cache):
+def test_hybrid_retriever_finds_gold_and_reuses_its_cache(retriever, corpus, cosine_compressor, index_cache):
     from thresher.budget.retriever import HybridRetriever
 
     passages, questions = corpus
@@ -115,10 +115,10 @@ def test_hybrid_retriever_finds_gold_and_reuses_its_cache(retriever, corpus, def
         retriever.search("x", depth=0)
     (index,) = index_cache.glob("index-*")
     stamp = (index / "dense.npy").stat().st_mtime_ns
-    again = HybridRetriever.build(passages, default_compressor, index_cache)
+    again = HybridRetriever.build(passages, cosine_compressor, index_cache)
     assert again.key == retriever.key and (index / "dense.npy").stat().st_mtime_ns == stamp
     np.testing.assert_array_equal(again.search(q.question, 10).indices, r.indices)
-    fewer = HybridRetriever.build(passages[:-1], default_compressor, index_cache)
+    fewer = HybridRetriever.build(passages[:-1], cosine_compressor, index_cache)
     assert fewer.key != retriever.key and len(list(index_cache.glob("index-*"))) == 2
 
 
@@ -134,20 +134,20 @@ def test_probe_features(retriever, corpus):
         probe_features(retriever.search(questions[0].question, 5), passages)
 
 
-def test_quality_counts_kept_gold_and_answers(corpus, default_compressor):
+def test_quality_counts_kept_gold_and_answers(corpus, cosine_compressor):
     passages, questions = corpus
     by_id = {p.pid: p for p in passages}
     hotpot = next(q for q in questions if q.gold)
     pids = list(dict.fromkeys(pid for pid, _, _ in hotpot.gold))
     inputs = [by_id[p].as_input() for p in pids]
-    keep_all = default_compressor.compress(hotpot.question, inputs, threshold=-2.0)
-    keep_none = default_compressor.compress(hotpot.question, inputs, threshold=2.0)
+    keep_all = cosine_compressor.compress(hotpot.question, inputs, threshold=-2.0)
+    keep_none = cosine_compressor.compress(hotpot.question, inputs, threshold=2.0)
     assert quality(hotpot, pids, keep_all) == 1.0
     assert quality(hotpot, pids, keep_none) == 0.0
-    assert quality(hotpot, pids[:1], default_compressor.compress(hotpot.question, inputs[:1], threshold=-2.0)) < 1.0
+    assert quality(hotpot, pids[:1], cosine_compressor.compress(hotpot.question, inputs[:1], threshold=-2.0)) < 1.0
     squad = next(q for q in questions if q.source == "squad")
     text = next(p for p in passages if any(a in p.text for a in squad.answers))
-    r = default_compressor.compress(squad.question, [text.as_input()], threshold=-2.0)
+    r = cosine_compressor.compress(squad.question, [text.as_input()], threshold=-2.0)
     assert quality(squad, [text.pid], r) == 1.0
 
 
@@ -161,11 +161,11 @@ def test_oracle_labels():
         oracle_labels(lat, qual[:2], 100)
 
 
-def test_sweep_measures_every_k_and_caches(retriever, corpus, default_compressor, tmp_path):
+def test_sweep_measures_every_k_and_caches(retriever, corpus, cosine_compressor, tmp_path):
     _, questions = corpus
     chosen = select_questions(questions, 1)
     cache = tmp_path / "sweep.jsonl"
-    rows = sweep(chosen, retriever, default_compressor, cache=cache, ks=KS, setup=retriever.key)
+    rows = sweep(chosen, retriever, cosine_compressor, cache=cache, ks=KS, setup=retriever.key)
     assert [r.qid for r in rows] == [q.qid for q in chosen]
     for r in rows:
         assert r.ks == KS and len(r.latency_ms) == 3 and all(lat >= r.probe_ms for lat in r.latency_ms)
@@ -173,10 +173,10 @@ def test_sweep_measures_every_k_and_caches(retriever, corpus, default_compressor
     assert len(cache.read_text().splitlines()) == len(chosen)
     with cache.open("a") as f:
         f.write('{"qid": "cut off')  # an interrupted run's partial line is ignored
-    again = sweep(chosen, retriever, default_compressor, cache=cache, ks=KS, setup=retriever.key)
+    again = sweep(chosen, retriever, cosine_compressor, cache=cache, ks=KS, setup=retriever.key)
     assert again == rows  # read back, not measured again (timings would differ)
     with pytest.raises(ValueError, match="increasing"):
-        sweep(chosen, retriever, default_compressor, ks=(3, 2))
+        sweep(chosen, retriever, cosine_compressor, ks=(3, 2))
 
 
 def test_policy_onnx_matches_forest_and_checks_its_files(trained_policy, tmp_path):
@@ -263,11 +263,11 @@ def test_load_aware_cap_shrinks_under_load_and_recovers(trained_policy):
         LoadAwarePolicy(BudgetPolicy.load(out), slo_ms=0)
 
 
-def test_budgeted_compressor(retriever, default_compressor, trained_policy, corpus):
+def test_budgeted_compressor(retriever, cosine_compressor, trained_policy, corpus):
     from thresher.budget import BudgetedCompressor
 
     out, _, _ = trained_policy
-    bc = BudgetedCompressor(default_compressor, retriever, BudgetPolicy.load(out))
+    bc = BudgetedCompressor(cosine_compressor, retriever, BudgetPolicy.load(out))
     question = corpus[1][0].question
     chosen = bc.compress(question)
     assert chosen.k in KS and len(chosen.result.passages) == chosen.k == len(chosen.passage_ids)
@@ -283,7 +283,7 @@ def test_cli_train_eval_compress(tiny_data, tmp_path, monkeypatch, capsys):
     from thresher.cli import main
     from thresher.models import resolve
 
-    model_dir = str(resolve("default"))  # exported once in the real cache; the index goes to tmp
+    model_dir = str(resolve("minilm-cosine"))  # exported once in the real cache; the index goes to tmp
     monkeypatch.setenv("THRESHER_HOME", str(tmp_path / "home"))
     policy = tmp_path / "pol"
     base = ["--data", str(tiny_data), "-m", model_dir, "--ks", "2,3"]

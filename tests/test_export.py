@@ -67,14 +67,14 @@ def test_long_sentence_is_windowed_not_truncated(fp32_dir):
     assert set(timings) == {"tokenize", "pack", "run", "reduce"}
 
 
-def test_int8_default_is_close_to_fp32(fp32_dir, default_compressor):
+def test_int8_cosine_model_is_close_to_fp32(fp32_dir, cosine_compressor):
     fp32 = thresher.Compressor.load(fp32_dir)
-    manifest = read_manifest(thresher.models.resolve("default"))
+    manifest = read_manifest(thresher.models.resolve("minilm-cosine"))
     assert manifest["precision"] == "int8" and manifest["kind"] == "embed-sim"
     q = "Who wrote Hamlet?"
     passages = [" ".join(SENTENCES[:3])]
     a = [s.score for s in fp32.compress(q, passages).passages[0].sentences]
-    b = [s.score for s in default_compressor.compress(q, passages).passages[0].sentences]
+    b = [s.score for s in cosine_compressor.compress(q, passages).passages[0].sentences]
     np.testing.assert_allclose(a, b, atol=0.05)
 
 

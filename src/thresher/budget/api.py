@@ -36,7 +36,7 @@ class BudgetedCompressor:
         self.policy = policy
 
     @classmethod
-    def load(cls, data_dir: str | Path | None = None, model: str = "default",
+    def load(cls, data_dir: str | Path | None = None, model: str = "minilm-cosine",
              policy: str | Path | None = None) -> BudgetedCompressor:
         """Default model, the corpus from `data_dir` (default ../shared/data next to the
         checkout), its cached hybrid index, and the policy folder (default: the shipped one)."""

@@ -109,7 +109,7 @@ def register(subparsers) -> None:
 
     def common(p):
         p.add_argument("--data", help="data folder (default: ../shared/data beside the checkout)")
-        p.add_argument("-m", "--model", default="default", help="embed-sim model for retrieval and compression")
+        p.add_argument("-m", "--model", default="minilm-cosine", help="embed-sim model for retrieval and compression")
 
     def sweep_args(p):
         p.add_argument("--per-source", type=int, default=DEFAULT_PER_SOURCE,

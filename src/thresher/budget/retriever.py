@@ -82,7 +82,7 @@ class HybridRetriever:
               ) -> HybridRetriever:
         """Load the index for these passages from the cache, or build and cache it.
 
-        `compressor` must be an embed-sim Compressor (e.g. `Compressor.load("default")`); it
+        `compressor` must be an embed-sim Compressor (e.g. `Compressor.load("minilm-cosine")`); it
         embeds passages and questions.
         """
         import bm25s

@@ -22,7 +22,7 @@ def default_embedder() -> Callable[[list[str]], np.ndarray]:
     """texts -> L2-normalised float32 [N, 384] with thresher's default MiniLM (ONNX, int8)."""
     from thresher.models import load_scorer
 
-    scorer = load_scorer("default")
+    scorer = load_scorer("minilm-cosine")
     return lambda texts: scorer.embed(list(texts), {})
 
 

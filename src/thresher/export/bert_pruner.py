@@ -107,7 +107,7 @@ def export_bert_pruner(net: BertPrunerNet, config: dict, tokenizer_json: str | P
         "segmenter": segmenter,
         "rerank_activation": "identity",
         "options": {"aggregation": "mean", "title": "given", "always_select_title": False,
-                    "rerank_blocks": "max"},
+                    "rerank_blocks": "max", "sentence_joiner": None},
         "exporter_version": __version__,
         **extra,
         "files": ["model.onnx", "tokenizer.json"],

@@ -22,10 +22,10 @@ def exporter_for(checkpoint_dir: Path) -> Callable[..., Path]:
             raise ValueError(f"{checkpoint_dir} is a plain BertModel without sentence-transformers "
                              "pooling files (modules.json); thresher exports bi-encoders only")
         from thresher.export.embed_sim import export_embed_sim
-        from thresher.models import DEFAULT_SEGMENTER, DEFAULT_THRESHOLD
+        from thresher.models import COSINE_THRESHOLD, DEFAULT_SEGMENTER
 
         def export(src: Path, out: Path, **opts) -> Path:
-            opts.setdefault("threshold", DEFAULT_THRESHOLD)
+            opts.setdefault("threshold", COSINE_THRESHOLD)
             opts.setdefault("segmenter", DEFAULT_SEGMENTER)
             return export_embed_sim(src, out, **opts)
 

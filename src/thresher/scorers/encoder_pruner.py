@@ -96,7 +96,6 @@ def sentence_scores(probs: np.ndarray, labels: np.ndarray, n: int, aggregation: 
 
 class EncoderPrunerScorer:
     kind = "encoder-pruner"
-    sentence_joiner = " "  # pruned text as Provence's process() returns it
 
     def __init__(self, model_dir: str | Path, manifest: dict, session_config: SessionConfig, *,
                  threshold: float | None = None, aggregation: str | None = None,
@@ -123,6 +122,9 @@ class EncoderPrunerScorer:
             raise TypeError(f"always_select_title must be a bool, got {type(always_select_title).__name__}")
         self.rerank_blocks = rerank_blocks or defaults.get("rerank_blocks", "first")
         self.rerank_activation = manifest.get("rerank_activation", "identity")
+        # Provence's process() joins kept sentences with one space; thresher's own trained pruner
+        # sets null in its manifest: the engine's byte-exact runs of original text.
+        self.sentence_joiner = defaults.get("sentence_joiner", " ")
         for option, value, allowed in (("aggregation", self.aggregation, AGGREGATIONS),
                                        ("title", self.title, TITLE_MODES),
                                        ("rerank_blocks", self.rerank_blocks, RERANK_BLOCKS),
