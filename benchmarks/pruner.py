@@ -6,7 +6,8 @@ Requests: hotpotqa_distractor dev questions, each with its ~10 paragraphs as {"t
   CrossEncoder-style script runs it: segment with the same `rules` segmenter, build the same
   `[CLS] question [SEP] title sentences [SEP]` inputs (thresher.training.train.encode), one
   padded batch per request, mean keep probability per sentence, threshold.
-Both use the same thread count; they take turns in blocks of 10 requests. Reports p50/p90/p99, ratios,
+Both use the same thread count; they take turns in blocks of 10 requests, the reference in a
+process of its own (timed there). Reports p50/p90/p99, ratios,
 thresher's per-stage medians and how many keep decisions agree.
 
     .venv/bin/python benchmarks/pruner.py [--n 100] [--threads 2] [--quick]
@@ -70,28 +71,71 @@ class TorchReference:
         return out
 
 
+def _serve_reference(threshold: float, threads: int) -> None:
+    """Child process (--serve-reference): time TorchReference on each pickled (question, passages)
+    read from stdin, answer (wall ms, kept flags) on stdout; None ends."""
+    import pickle
+
+    import torch
+
+    torch.set_num_threads(threads)
+    ref = TorchReference(threshold)
+    src, dst = sys.stdin.buffer, sys.stdout.buffer
+    while (item := pickle.load(src)) is not None:
+        with Stopwatch() as t:
+            kept = ref(*item)
+        pickle.dump((t.ms, kept), dst)
+        dst.flush()
+
+
+class ReferenceProcess:
+    """TorchReference in a process of its own; calling it returns (wall ms timed there, kept flags)."""
+
+    def __init__(self, threshold: float, threads: int):
+        import subprocess
+
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve-reference", str(threshold), "--threads", str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def __call__(self, question: str, passages: list[dict]):
+        import pickle
+
+        pickle.dump((question, passages), self._proc.stdin)
+        self._proc.stdin.flush()
+        return pickle.load(self._proc.stdout)
+
+    def close(self) -> None:
+        import pickle
+
+        pickle.dump(None, self._proc.stdin)
+        self._proc.stdin.close()
+        self._proc.wait(timeout=60)
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("THRESHER_THREADS") or 2))
     ap.add_argument("--quick", action="store_true", help="20 requests, 2 warm-up")
+    ap.add_argument("--serve-reference", type=float, metavar="THRESHOLD", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.serve_reference is not None:
+        _serve_reference(args.serve_reference, args.threads)
+        return {}
     if args.quick:
         args.n, args.warmup = 20, 2
-    import torch
-
     import thresher
     from thresher.engine.onnx_backend import SessionConfig
 
-    torch.set_num_threads(args.threads)
     c = thresher.Compressor.load("minilm-pruner", session_config=SessionConfig(intra_op_threads=args.threads))
-    ref = TorchReference(c.threshold)
+    ref = ReferenceProcess(c.threshold, args.threads)
     requests = hotpot_requests(load_records(limit=args.n + args.warmup))
     ours, theirs, stages, agree, total = [], [], {s: [] for s in STAGES}, 0, 0
-    # The pipelines take turns in blocks of BLOCK requests, not request by request: the torch
-    # reference's large padded batches churn the caches and allocator, and the next call pays
-    # (thresher p50 57-73 ms when interleaved per request, 55 ms alone, on this 2-core CPU).
+    # The pipelines take turns in blocks of BLOCK requests, and the reference runs in a process of
+    # its own: in this process, its large padded torch batches slowed the ONNX calls that followed
+    # (thresher p50 57-73 ms there vs ~55 ms alone, on this 2-core CPU).
     for start in range(0, len(requests), BLOCK):
         block = requests[start:start + BLOCK]
         results, kept = [], []
@@ -100,9 +144,9 @@ def main(argv: list[str] | None = None) -> dict:
                 results.append(c.compress(q, passages))
             ours.append(t.ms)
         for q, passages in block:
-            with Stopwatch() as t:
-                kept.append(ref(q, passages))
-            theirs.append(t.ms)
+            ms, k = ref(q, passages)
+            kept.append(k)
+            theirs.append(ms)
         for res, ks in zip(results, kept):
             for s in STAGES:
                 stages[s].append(res.timings_ms.get(s, 0.0))
@@ -111,6 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
                 if mine.shape == k.shape:
                     agree += int((mine == k).sum())
                 total += k.shape[0]
+    ref.close()
     ours, theirs = ours[args.warmup:], theirs[args.warmup:]
     stages = {s: v[args.warmup:] for s, v in stages.items()}
     a, b = percentiles(ours), percentiles(theirs)
