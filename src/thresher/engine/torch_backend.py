@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from thresher.export.tree_mask import tree_mask
+from thresher.export.tree_mask import sliding_window_of, tree_masks
 from thresher.kernels.sentence_keep import SentenceKeep, sentence_keep
 from thresher.kernels.yesno_head import yesno_head
 
@@ -171,18 +171,13 @@ class CausalYesNoTorch:
         # Gemma's RMSNorm scales by (1 + w); Llama's by w.
         self.norm_plus_one = norm is not None and type(norm).__name__.startswith("Gemma")
         self.softcap = float(getattr(config, "final_logit_softcapping", None) or 0.0)
-        layer_types = getattr(config, "layer_types", None) or []
-        self.sliding_window = getattr(config, "sliding_window", None) if "sliding_attention" in layer_types else None
+        self.sliding_window = sliding_window_of(config)
         self.width_step = width_step
         self.graphs = GraphRunner(self._forward, cuda_graphs)
 
     def _forward(self, input_ids, position_ids, branch_ids, score_index):
         dtype = self.rows.dtype
-        full = tree_mask(branch_ids, position_ids, None, dtype)
-        mask = full
-        if self.sliding_window is not None:
-            mask = {"full_attention": full,
-                    "sliding_attention": tree_mask(branch_ids, position_ids, self.sliding_window, dtype)}
+        mask = tree_masks(branch_ids, position_ids, self.sliding_window, dtype)
         if self.norm_weight is not None:
             with _final_norm_bypassed(self.body):
                 hidden = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,

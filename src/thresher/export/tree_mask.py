@@ -20,3 +20,21 @@ def tree_mask(branch_ids: torch.Tensor, position_ids: torch.Tensor, sliding_wind
     zero = torch.zeros((), dtype=dtype, device=branch_ids.device)
     hidden = torch.full((), torch.finfo(dtype).min, dtype=dtype, device=branch_ids.device)
     return torch.where(allowed, zero, hidden)[:, None]
+
+
+def sliding_window_of(config) -> int | None:
+    """The sliding-attention window of a HF config whose layers mix full and sliding attention
+    (Gemma 2/3), else None."""
+    layer_types = getattr(config, "layer_types", None) or []
+    return getattr(config, "sliding_window", None) if "sliding_attention" in layer_types else None
+
+
+def tree_masks(branch_ids: torch.Tensor, position_ids: torch.Tensor, sliding_window: int | None,
+               dtype: torch.dtype):
+    """What a HF decoder takes as `attention_mask` for tree rows: one full mask, or a mask per
+    layer type when some layers attend within a sliding window."""
+    full = tree_mask(branch_ids, position_ids, None, dtype)
+    if sliding_window is None:
+        return full
+    return {"full_attention": full,
+            "sliding_attention": tree_mask(branch_ids, position_ids, sliding_window, dtype)}

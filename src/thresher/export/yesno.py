@@ -21,7 +21,7 @@ import torch
 from thresher import __version__
 from thresher.export.causal_lm import CausalLM, load_causal_lm, single_token_id, special_ids_added
 from thresher.export.onnx_io import quantize_int8, verify
-from thresher.export.tree_mask import tree_mask
+from thresher.export.tree_mask import sliding_window_of, tree_masks
 from thresher.manifest import write_manifest
 from thresher.scorers.causal_yesno import CONTEXT_MODES, EXIT_TEMPLATE, USER_MESSAGE, PromptTemplate
 
@@ -43,16 +43,11 @@ class YesNoHead(torch.nn.Module):
         bias = getattr(head, "bias", None)
         self.register_buffer("bias", None if bias is None else bias[[yes_id, no_id]].detach().clone())
         self.softcap = getattr(config, "final_logit_softcapping", None)
-        layer_types = getattr(config, "layer_types", None) or []
-        self.sliding_window = getattr(config, "sliding_window", None) if "sliding_attention" in layer_types else None
+        self.sliding_window = sliding_window_of(config)
 
     def forward(self, input_ids, position_ids, branch_ids, score_index):
         dtype = self.rows.dtype
-        full = tree_mask(branch_ids, position_ids, None, dtype)
-        mask = full
-        if self.sliding_window is not None:
-            mask = {"full_attention": full,
-                    "sliding_attention": tree_mask(branch_ids, position_ids, self.sliding_window, dtype)}
+        mask = tree_masks(branch_ids, position_ids, self.sliding_window, dtype)
         hidden = self.body(input_ids=input_ids, position_ids=position_ids, attention_mask=mask,
                            use_cache=False).last_hidden_state  # [R, T, H]
         picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, score_index)  # [N, H]

@@ -120,7 +120,10 @@ def collate(encoded: list[Encoded], idx: list[int], pad: int, device: str = "cpu
 
 def sentence_probs(net, encoded: list[Encoded], pad: int, batch_tokens: int,
                    device: str = "cpu") -> list[np.ndarray]:
-    """Mean keep probability per sentence of every example (0 for a sentence cut off by max_length)."""
+    """Mean keep probability per sentence of every example (0 for a sentence cut off by max_length),
+    aggregated exactly as the encoder-pruner scorer does."""
+    from thresher.scorers.encoder_pruner import sentence_scores
+
     out: list[np.ndarray] = [np.zeros(0)] * len(encoded)
     net.eval()
     with torch.no_grad():
@@ -128,12 +131,10 @@ def sentence_probs(net, encoded: list[Encoded], pad: int, batch_tokens: int,
             ids, mask, _, _ = collate(encoded, idx, pad, device)
             keep = net(ids, mask)[0].float().cpu()
             for r, i in enumerate(idx):
-                e = encoded[i]
-                s = e.sentence
-                n = int(s.max()) + 1 if (s >= 0).any() else 0
-                p = keep[r, : s.shape[0]].numpy().astype(np.float64)
-                sums = np.bincount(s[s >= 0], weights=p[s >= 0], minlength=n)
-                out[i] = sums / np.maximum(np.bincount(s[s >= 0], minlength=n), 1)
+                s = encoded[i].sentence
+                scored = s >= 0
+                n = int(s.max()) + 1 if scored.any() else 0
+                out[i] = sentence_scores(keep[r, : s.shape[0]].numpy()[scored], s[scored], n, "mean")
     return out
 
 
@@ -158,6 +159,8 @@ def train(config: TrainConfig, out_dir: str | Path, progress=None) -> dict:
     from thresher.engine.tokenize import load_tokenizer
     from thresher.training.lora import add_adapters, delta_state, save_delta
 
+    if config.epochs < 1 or config.rank < 1:
+        raise ValueError(f"epochs and rank must be >= 1, got epochs={config.epochs}, rank={config.rank}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
