@@ -9,10 +9,12 @@ questions. Retrieval is within the question's document, BM25 (bm25s) and dense (
 Per (dataset, retriever, method, size theta):
 - fixed labels: evidence recall@k (share of evidence characters inside the top-k parents);
   precision / recall / IoU at an equal budget of B retrieved tokens (MiniLM WordPiece; the last
-  parent is cut at the budget), for every method and size;
+  parent is cut at the budget; text already retrieved costs nothing again, which matters for
+  the overlapping sentence windows), for every method and size;
 - paper protocol: the gold chunk relabelled per method as the parent with the highest ROUGE-1
   F1 against the evidence text; DCG@k and recall@k of that chunk;
-- mean parent size (words). Theta is chosen per method on chroma dev (best dense IoU@B).
+- mean size (words) of the text returned per hit: a parent, or a sentence's window.
+  Theta is chosen per method on chroma dev (best dense IoU@B).
 Throughput: characters per second of the logits-guided chunker and the share of its time in
 the ONNX forward. LGMGC parents are cached in $THRESHER_HOME/chunk-cache (delete to re-measure).
 
@@ -45,7 +47,8 @@ from thresher.chunking.metrics import (  # noqa: E402
 from thresher.chunking.retrieve import ChunkIndex, default_embedder  # noqa: E402
 
 DATASETS = ("chroma_chunking", "leval_longdoc")
-BASELINES = ("fixed-words", "fixed-tokens", "recursive", "semantic", "sentences", "mg-sentences")
+BASELINES = ("fixed-words", "fixed-tokens", "recursive", "semantic", "sentences", "mg-sentences",
+             "sentence-window")
 LLM_METHODS = ("logits-guided", "lgmgc")
 TOP_K = 3
 BUDGETS = (256, 512)
@@ -123,21 +126,20 @@ def evaluate(docs: dict[str, str], questions: list[dict], chunks: dict[str, list
         if not qs:
             continue
         index = ChunkIndex(text, chunks[doc_id], retriever, default_embedder() if retriever == "dense" else None)
-        parents = [c for c in chunks[doc_id] if c.level == 0]
-        encs = tokenizer.encode_batch([c.text(text) for c in parents], add_special_tokens=False)
-        token_ends = [c.start + np.asarray(e.offsets, np.int64).reshape(-1, 2)[:, 1] for c, e in zip(parents, encs)]
+        returned = [c.returned_span for c in chunks[doc_id] if c.level == 0]  # per parent
+        enc = tokenizer.encode(text, add_special_tokens=False)
+        token_ends = np.asarray(enc.offsets, np.int64).reshape(-1, 2)[:, 1]
         scores = index.parent_scores([q["question"] for q in qs])
         for q, s in zip(qs, scores):
             order = np.argsort(-s, kind="stable")
             evidence = span_mask(len(text), [(e["start"], e["end"]) for e in q["evidence"]])
-            top = span_mask(len(text), [(parents[i].start, parents[i].end) for i in order[:TOP_K]])
+            top = span_mask(len(text), [returned[i] for i in order[:TOP_K]])
             add(f"recall@{TOP_K}", overlap_scores(evidence, top)["recall"])
             for budget in BUDGETS:
-                spans = budget_spans([(parents[i].start, parents[i].end) for i in order],
-                                     [token_ends[i] for i in order], budget)
+                spans = budget_spans([returned[i] for i in order], token_ends, budget)
                 for k, v in overlap_scores(evidence, span_mask(len(text), spans)).items():
                     add(f"{k}@{budget}tok", v)
-            gold = relabelled_gold([c.text(text) for c in parents], " ".join(e["text"] for e in q["evidence"]))
+            gold = relabelled_gold([text[a:b] for a, b in returned], " ".join(e["text"] for e in q["evidence"]))
             rank = int(np.flatnonzero(order == gold)[0]) if gold >= 0 else -1
             dcg, rec = dcg_recall_at(rank, TOP_K)
             add(f"paper_dcg@{TOP_K}", dcg)
@@ -148,10 +150,12 @@ def evaluate(docs: dict[str, str], questions: list[dict], chunks: dict[str, list
 
 
 def parent_words(docs: dict[str, str], chunks: dict[str, list[Chunk]]) -> float:
+    """Mean words of the text returned per hit (a parent, or a sentence's window)."""
     sizes = []
     for d, text in docs.items():
-        bounds = [c.start for c in chunks[d] if c.level == 0] + [len(text)]
-        sizes.extend(words_in(np.asarray(bounds, np.int64), word_starts(text)).tolist())
+        starts = word_starts(text)
+        sizes.extend(int(words_in(np.asarray(c.returned_span, np.int64), starts)[0])
+                     for c in chunks[d] if c.level == 0)
     return float(np.mean(sizes)) if sizes else 0.0
 
 

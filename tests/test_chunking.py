@@ -19,6 +19,7 @@ from thresher.chunking.baselines import (
     RecursiveChunker,
     SemanticChunker,
     SentencesChunker,
+    SentenceWindowChunker,
 )
 from thresher.chunking.logits_guided import LogitsGuidedChunker
 from thresher.chunking.metrics import budget_spans, dcg_recall_at, overlap_scores, relabelled_gold, span_mask
@@ -215,7 +216,8 @@ def all_chunkers(eos_model):
     size = 7
     return [FixedWordsChunker(size), FixedTokensChunker(size), RecursiveChunker(size), SentencesChunker(size),
             SemanticChunker(size, default_embedder()), LogitsGuidedChunker(size, eos_model),
-            MultiGranularChunker(LogitsGuidedChunker(size, eos_model)), MultiGranularChunker(SentencesChunker(size))]
+            MultiGranularChunker(LogitsGuidedChunker(size, eos_model)), MultiGranularChunker(SentencesChunker(size)),
+            SentenceWindowChunker(size)]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -229,6 +231,8 @@ def test_every_method_partitions_the_document_exactly(all_chunkers, text):
         _partition_ok(text, chunks)
         for c in chunks:  # children partition their parent per level
             assert 0 <= c.start < c.end <= len(text)
+            a, b = c.returned_span  # a window holds its own chunk
+            assert 0 <= a <= c.start < c.end <= b <= len(text)
 
 
 def test_size_limits_of_word_based_baselines():
@@ -239,6 +243,29 @@ def test_size_limits_of_word_based_baselines():
         assert max(len(c.text(text).split()) for c in chunks) <= 9, chunker.name
     sizes = [len(c.text(text).split()) for c in FixedWordsChunker(9).chunk(text)]
     assert sizes[:-1] == [9] * (len(sizes) - 1)
+
+
+def test_sentence_windows_surround_their_sentence_within_size():
+    text = " ".join(CORPUS * 2)
+    units = sentence_units(text)
+    starts = word_starts(text)
+    chunks = SentenceWindowChunker(30).chunk(text)
+    assert [(c.start, c.end) for c in chunks] == list(zip(units[:-1].tolist(), units[1:].tolist()))
+    for c in chunks:
+        a, b = c.window
+        assert a in units and b in units  # whole sentences
+        words = int(words_in(np.array([a, b]), starts)[0])
+        assert words <= 30 or (a, b) == (c.start, c.end)
+        # maximal: neither neighbour sentence would still fit
+        lo, hi = int(np.searchsorted(units, a)), int(np.searchsorted(units, b))
+        for j in (lo - 1, hi):
+            if 0 <= j < len(units) - 1:
+                assert words + int(words_in(units[j:j + 2], starts)[0]) > 30
+    # retrieval indexes the sentence and returns its window
+    index = ChunkIndex(text, chunks, "bm25")
+    top, _ = index.search("farmers animals", top_k=1)[0]
+    a, b = chunks[top].returned_span
+    assert "farmers" in chunks[top].text(text) and len(text[a:b]) > len(chunks[top].text(text))
 
 
 def test_semantic_cuts_where_neighbours_differ_most():
@@ -300,8 +327,11 @@ def test_span_metrics_and_budget():
     got = span_mask(20, [(0, 4), (10, 20)])
     s = overlap_scores(ev, got)
     assert s == pytest.approx({"recall": 4 / 6, "precision": 4 / 14, "iou": 4 / 16})
-    spans = budget_spans([(0, 10), (20, 30)], [np.array([3, 6, 10]), np.array([24, 27, 30])], 4)
-    assert spans == [(0, 10), (20, 24)]
+    ends = np.array([3, 6, 10, 24, 27, 30])  # token end offsets of the document
+    assert budget_spans([(0, 10), (20, 30)], ends, 4) == [(0, 10), (20, 24)]
+    # overlapping spans pay only for text not yet taken: (3, 24) adds (10, 24), one token
+    assert budget_spans([(0, 10), (3, 24), (20, 30)], ends, 5) == [(0, 10), (10, 24), (24, 27)]
+    assert budget_spans([(0, 10), (0, 10), (20, 30)], ends, 10) == [(0, 10), (20, 30)]
     assert relabelled_gold(["the cat sat", "stock market fell"], "market fell") == 1
     assert dcg_recall_at(0, 3) == (1.0, 1.0) and dcg_recall_at(1, 3)[0] == pytest.approx(1 / np.log2(3))
     assert dcg_recall_at(3, 3) == (0.0, 0.0)
@@ -319,6 +349,10 @@ def test_cli_chunk_jsonl_reconstructs_the_file(tmp_path, capsys):
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert "".join(r["text"] for r in rows if r["level"] == 0) == text
     assert any(r["level"] == 1 for r in rows)
+    assert main(["chunk", str(path), "--method", "sentence-window", "--size", "12"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert "".join(r["text"] for r in rows) == text
+    assert all(r["window"][0] <= r["start"] < r["end"] <= r["window"][1] for r in rows)
     path.write_bytes(b"caf\xe9")
     assert main(["chunk", str(path), "--method", "sentences"]) == 2
     assert "UTF-8" in capsys.readouterr().err

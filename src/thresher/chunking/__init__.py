@@ -4,7 +4,8 @@
     >>> chunks = make_chunker("lgmgc", 200).chunk(text)   # Chunk(start, end, level, parent)
     >>> parents = [c for c in chunks if c.level == 0]      # partition `text` exactly
 
-Retrieval over chunks (BM25 or dense, small-to-big): thresher.chunking.retrieve.ChunkIndex.
+Retrieval over chunks (BM25 or dense, small-to-big): thresher.chunking.retrieve.ChunkIndex;
+a hit's text is `text[slice(*chunk.returned_span)]` (the sentence window for "sentence-window").
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from thresher.chunking.base import Chunk, Chunker
 
 METHODS = ("lgmgc", "logits-guided", "fixed-words", "fixed-tokens", "recursive", "semantic",
-           "sentences", "mg-sentences")
+           "sentences", "mg-sentences", "sentence-window")
 
 
 def make_chunker(method: str, size: int, *, model="smollm2-eos") -> Chunker:
@@ -28,7 +29,7 @@ def make_chunker(method: str, size: int, *, model="smollm2-eos") -> Chunker:
         return MultiGranularChunker(parents) if method == "lgmgc" else parents
     simple = {"fixed-words": baselines.FixedWordsChunker, "fixed-tokens": baselines.FixedTokensChunker,
               "recursive": baselines.RecursiveChunker, "semantic": baselines.SemanticChunker,
-              "sentences": baselines.SentencesChunker}
+              "sentences": baselines.SentencesChunker, "sentence-window": baselines.SentenceWindowChunker}
     if method in simple:
         return simple[method](size)
     if method == "mg-sentences":

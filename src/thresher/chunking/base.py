@@ -31,15 +31,24 @@ class Chunk:
 
     `parent` is the index of the level-0 chunk a child belongs to (a parent's own index for
     level 0), so small-to-big retrieval can return `text[parents[c.parent]]` for any hit `c`.
+    `window` is the span to return when this chunk is retrieved, where that is not the chunk
+    itself: sentence-window retrieval indexes single sentences and returns the sentences around
+    them (windows of neighbouring chunks overlap; the chunks themselves still partition).
     """
 
     start: int
     end: int
     level: int = 0
     parent: int = 0
+    window: tuple[int, int] | None = None
 
     def text(self, document: str) -> str:
         return document[self.start : self.end]
+
+    @property
+    def returned_span(self) -> tuple[int, int]:
+        """[start, end) of the text a retriever hands back for this chunk."""
+        return self.window or (self.start, self.end)
 
 
 class Chunker(Protocol):

@@ -115,6 +115,36 @@ class SentencesChunker:
         return chunks_from_bounds(np.concatenate([units[group], [len(text)]]))
 
 
+class SentenceWindowChunker:
+    """Sentence-window retrieval (LlamaIndex's SentenceWindowNodeParser): every sentence unit is
+    a chunk of its own, indexed alone; its `window` is the run of neighbouring sentences around
+    it, grown one sentence at a time (next, then previous) while it stays within `size` words,
+    so theta means the same returned size as for the other methods."""
+
+    def __init__(self, size: int, segmenter: str = "rules"):
+        self.size = check_size(size)
+        self.segmenter = segmenter
+        self.name = f"sentence-window-{self.size}"
+
+    def chunk(self, text: str) -> list[Chunk]:
+        text = check_text(text)
+        if not text:
+            return []
+        units = sentence_units(text, self.segmenter, max_words=self.size, max_chars=20 * self.size)
+        words = words_in(units, word_starts(text)).tolist()
+        n, out = len(words), []
+        for i in range(n):
+            lo, hi, total, grew = i, i, words[i], True
+            while grew:
+                grew = False
+                if hi + 1 < n and total + words[hi + 1] <= self.size:
+                    hi, total, grew = hi + 1, total + words[hi + 1], True
+                if lo > 0 and total + words[lo - 1] <= self.size:
+                    lo, total, grew = lo - 1, total + words[lo - 1], True
+            out.append(Chunk(int(units[i]), int(units[i + 1]), 0, i, (int(units[lo]), int(units[hi + 1]))))
+        return out
+
+
 class SemanticChunker:
     """`embed(texts) -> L2-normalised float32 [N, H]`; default: thresher's MiniLM embedder."""
 

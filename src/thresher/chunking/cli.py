@@ -1,6 +1,7 @@
 """`thresher chunk FILE --method ... --size ...`: print chunks with character offsets.
 
-Output: one JSON object per chunk and line ({"start", "end", "level", "parent", "text"}), or
+Output: one JSON object per chunk and line ({"start", "end", "level", "parent", "text"}, and
+"window": [start, end] for sentence-window chunks), or
 with `-o text` the parent chunks separated by a rule.
 """
 
@@ -27,8 +28,10 @@ def _chunk(args: argparse.Namespace) -> int:
                 sys.stdout.write(f"--- [{c.parent}] {c.start}:{c.end}\n{c.text(text)}\n")
         return 0
     for c in chunks:
-        sys.stdout.write(json.dumps({"start": c.start, "end": c.end, "level": c.level, "parent": c.parent,
-                                     "text": c.text(text)}, ensure_ascii=False) + "\n")
+        row = {"start": c.start, "end": c.end, "level": c.level, "parent": c.parent, "text": c.text(text)}
+        if c.window:
+            row["window"] = list(c.window)
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
     return 0
 
 

@@ -42,19 +42,34 @@ def overlap_scores(evidence: np.ndarray, retrieved: np.ndarray) -> dict[str, flo
             "iou": inter / union if union else 0.0}
 
 
-def budget_spans(ranked: Sequence[tuple[int, int]], token_ends: Sequence[np.ndarray],
-                 budget: int) -> list[tuple[int, int]]:
-    """Take ranked spans in order until `budget` tokens; the last one is cut after the token
-    that reaches the budget. token_ends[i]: int64 end offsets (absolute) of span i's tokens."""
+def budget_spans(ranked: Sequence[tuple[int, int]], token_ends: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Take ranked spans in order until `budget` tokens of the document have been retrieved.
+
+    token_ends: sorted int64 end offsets of the whole document's tokens; a token belongs to a
+    span when its end lies in (start, end]. Text already taken costs nothing again, so
+    overlapping spans (sentence windows) pay only for their new part; the last new piece is cut
+    after the token that reaches the budget. Returns disjoint spans in the order taken.
+    """
+    length = int(max([b for _, b in ranked], default=0))
+    taken = np.zeros(length + 1, bool)
+    taken[-1] = True  # sentinel: every free run ends
     out, left = [], budget
-    for (a, b), ends in zip(ranked, token_ends):
+    for a, b in ranked:
         if left <= 0:
             break
-        if ends.size <= left:
-            out.append((a, b))
-        else:
-            out.append((a, int(ends[left - 1])))
-        left -= ends.size
+        free = ~taken[a:b + 1]
+        free[-1] = False
+        edges = np.flatnonzero(np.diff(np.concatenate([[False], free]).astype(np.int8)))
+        for pa, pb in zip((a + edges[0::2]).tolist(), (a + edges[1::2]).tolist()):
+            first, last = np.searchsorted(token_ends, [pa, pb], side="right")
+            if last - first > left:
+                pb, left = int(token_ends[first + left - 1]), 0
+            else:
+                left -= int(last - first)
+            out.append((pa, pb))
+            taken[pa:pb] = True
+            if left <= 0:
+                break
     return out
 
 

@@ -8,26 +8,30 @@ built from segment ids, which makes a packed row compute exactly what each seque
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from thresher.export.attention import OPSET, attention
+
 
 def block_mask(segment_ids: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """[R, W] segment ids (0 = pad) -> additive [R, 1, W, W] mask; a token sees its own segment.
 
-    Uses the dtype's minimum, not -inf, so fully masked padding rows stay finite.
+    Padding (segment 0) sees only padding, so no query row is fully masked: a fully masked row's
+    softmax is left to each kernel's convention (torch and ONNX Runtime's Attention differ), and
+    outputs would then differ at padding positions. Uses the dtype's minimum, not -inf.
     """
-    same = segment_ids[:, :, None] == segment_ids[:, None, :]
-    visible = same & (segment_ids[:, None, :] > 0)
+    visible = segment_ids[:, :, None] == segment_ids[:, None, :]
     zero = torch.zeros((), dtype=dtype)
     return torch.where(visible, zero, torch.finfo(dtype).min)[:, None]
 
 
 class BertLayer(nn.Module):
+    onnx_opset = OPSET
+
     def __init__(self, hidden: int, heads: int, intermediate: int, eps: float):
         super().__init__()
         self.heads = heads
@@ -41,15 +45,7 @@ class BertLayer(nn.Module):
         self.out_norm = nn.LayerNorm(hidden, eps=eps)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        r, w, h = x.shape
-        d = h // self.heads
-
-        def heads(t: torch.Tensor) -> torch.Tensor:  # [R, W, H] -> [R, heads, W, d]
-            return t.view(r, w, self.heads, d).transpose(1, 2)
-
-        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + mask
-        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(r, w, h)
+        ctx = attention(self.query(x), self.key(x), self.value(x), mask, self.heads)
         x = self.attn_norm(x + self.attn_out(ctx))
         # gelu(u) for u < -10 is below 1e-22 and soon subnormal, which x86 computes many times
         # slower; clamping there changes outputs by < 1e-22 and keeps every value normal.

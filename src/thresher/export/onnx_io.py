@@ -13,7 +13,15 @@ log = logging.getLogger(__name__)
 
 def export_onnx(module: torch.nn.Module, args: tuple, path: Path, input_names: list[str],
                 output_names: list[str], dynamic: dict[str, dict[int, str]]) -> None:
-    """Export with torch's dynamo exporter into one self-contained file."""
+    """Export with torch's dynamo exporter into one self-contained file.
+
+    A submodule may ask for a newer opset with an `onnx_opset` attribute (BertLayer: 23, for the
+    one-node Attention of export/attention.py); others keep torch's default, because opset 23
+    also turns HF rotary embeddings into RotaryEmbedding nodes that ONNX Runtime rejects for the
+    causal LMs' packed positions."""
+    from thresher.export.attention import TRANSLATIONS
+
+    opset = max((getattr(m, "onnx_opset", 0) for m in module.modules()), default=0) or None
     module.eval()  # torch.onnx.export restores the training flag afterwards; keep dropout off
     dynamic_shapes = {
         name: {axis: torch.export.Dim.AUTO for axis in axes} for name, axes in dynamic.items()
@@ -21,7 +29,8 @@ def export_onnx(module: torch.nn.Module, args: tuple, path: Path, input_names: l
     with torch.no_grad():
         program = torch.onnx.export(module, args, dynamo=True, input_names=input_names,
                                     output_names=output_names, dynamic_shapes=dynamic_shapes,
-                                    optimize=True, verbose=False)
+                                    optimize=True, verbose=False, opset_version=opset,
+                                    custom_translation_table=TRANSLATIONS)
     program.save(str(path), external_data=False)
 
 
