@@ -35,10 +35,13 @@ from test_packer import assert_same, reference_pack  # noqa: E402
 
 from thresher import _native  # noqa: E402
 from thresher.engine.batch import pack, pack_groups, split_runs  # noqa: E402
+from thresher.engine.onnx_backend import SessionConfig  # noqa: E402
 from thresher.engine.segment import get_segmenter  # noqa: E402
 from thresher.engine.tokenize import encode_flat, load_tokenizer, token_id  # noqa: E402
 from thresher.models import DEFAULT_SEGMENTER  # noqa: E402
-from thresher.scorers.embed_sim import MAX_BATCH_TOKENS, MIN_ROW_LEN, wrap_windows  # noqa: E402
+from thresher.scorers.embed_sim import MIN_ROW_LEN, wrap_windows  # noqa: E402
+
+CALL_TOKENS = SessionConfig().call_tokens  # the engine's per-call budget on CPU
 
 ROW_LEN = 256  # the default model's max_length: rows of the C++ packer
 ST_BATCH = 32  # sentence-transformers' default encode batch size
@@ -75,7 +78,7 @@ def concat(workload):
 def packed_cost(ids, cu, labels, row_len: int = ROW_LEN) -> tuple[int, int, int]:
     """(real tokens, tokens computed, model calls) with the C++ packer + split_runs."""
     packed = pack(ids, cu, labels, row_len=row_len)
-    runs = list(split_runs(packed, MAX_BATCH_TOKENS))
+    runs = list(split_runs(packed, CALL_TOKENS))
     return packed.real_tokens, sum(r.segment_ids.size for r in runs), len(runs)
 
 
@@ -84,7 +87,7 @@ def narrow_packed_cost(ids, cu, labels) -> tuple[int, int, int]:
     wide as the longest sequence, >= MIN_ROW_LEN, then narrowed while the row count stays)."""
     bounds = np.array([0, cu.shape[0] - 1])
     packed = pack_groups(ids, cu, labels, bounds, row_len=ROW_LEN, min_row_len=MIN_ROW_LEN)
-    runs = list(split_runs(packed, MAX_BATCH_TOKENS))
+    runs = list(split_runs(packed, CALL_TOKENS))
     return packed.real_tokens, sum(r.segment_ids.size for r in runs), len(runs)
 
 

@@ -28,6 +28,12 @@ class SessionConfig:
     Gelu -> BiasGelu): on this project's CPU (2-core AVX-512 EPYC) the fused kernels are slower
     than the plain ops they replace; MiniLM int8 runs ~15% faster without them, with the same
     outputs (benchmarks/RESULTS.md, "Default model: latency"). GPU configs clear it.
+    call_tokens: padded tokens per model call for the encoder scorers (embed-sim,
+    encoder-pruner), which cut a batch into calls of about this size. On a CPU small calls are
+    faster per token: their activations stay in cache (MiniLM int8 on this project's CPU, 2
+    threads: 30 us/token at 320-640 tokens per call, 39 at 5,120), and a batch of 8 HotpotQA
+    requests ran 1.3x (pruner) to 1.9x (cosine) faster in 512-token calls than in 8-16k-token
+    ones (benchmarks/RESULTS.md, "Call size"). GPUs want large calls: their configs raise it.
     """
 
     intra_op_threads: int = int(os.environ.get("THRESHER_THREADS", "0"))
@@ -35,12 +41,15 @@ class SessionConfig:
     optimization: str = "all"
     providers: tuple[str, ...] = ("CPUExecutionProvider",)
     disabled_optimizers: tuple[str, ...] = ("SkipLayerNormFusion", "BiasGeluFusion")
+    call_tokens: int = 512
 
     def __post_init__(self) -> None:
         if self.optimization not in _OPT_LEVELS:
             raise ValueError(f"optimization must be one of {sorted(_OPT_LEVELS)}, got {self.optimization!r}")
         if self.intra_op_threads < 0 or self.inter_op_threads < 0:
             raise ValueError("thread counts must be >= 0")
+        if isinstance(self.call_tokens, bool) or not isinstance(self.call_tokens, int) or self.call_tokens < 1:
+            raise ValueError(f"call_tokens must be an int >= 1, got {self.call_tokens!r}")
 
 
 def open_session(path: str | Path, config: SessionConfig = SessionConfig()) -> ort.InferenceSession:

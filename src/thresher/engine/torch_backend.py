@@ -345,6 +345,9 @@ class EncoderPrunerTorch:
 # ---------------------------------------------------------------- ONNX Runtime on GPUs
 
 
+GPU_CALL_TOKENS = 16_384  # padded tokens per encoder call on a GPU: fills it, bounds activations
+
+
 def ort_gpu_session_config(**overrides):
     """A SessionConfig preferring TensorRT, then CUDA, then CPU execution providers.
 
@@ -355,8 +358,10 @@ def ort_gpu_session_config(**overrides):
     from thresher.engine.onnx_backend import SessionConfig
 
     providers = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
-    # GPU kernels want the fused ops that the CPU default skips (SessionConfig.disabled_optimizers).
-    return SessionConfig(**{"providers": providers, "disabled_optimizers": (), **overrides})
+    # GPU kernels want the fused ops that the CPU default skips (SessionConfig.disabled_optimizers),
+    # and large calls (SessionConfig.call_tokens) to fill the device.
+    return SessionConfig(**{"providers": providers, "disabled_optimizers": (), "call_tokens": GPU_CALL_TOKENS,
+                            **overrides})
 
 
 def load_causal_lm(path: str, *, device: str | torch.device = "cuda", dtype: str | torch.dtype = "bf16"):

@@ -20,7 +20,6 @@ from thresher.engine.timing import timed
 from thresher.engine.tokenize import encode_flat, load_tokenizer
 from thresher.scorers.base import ScoreInput, Scores
 
-MAX_BATCH_TOKENS = 16_384  # padded tokens per ONNX call: bounds activation memory (~0.5 GB)
 # Rows are only as wide as the longest sequence (at least MIN_ROW_LEN), not max_length: the
 # block-diagonal attention is computed densely per row, so each token costs row-width work.
 # On hotpotqa requests (sentences of ~30 tokens) this cut ONNX run time by ~23% vs 256-wide rows.
@@ -64,6 +63,7 @@ class EmbedSimScorer:
         self._cls, self._sep, self._pad = ids["cls"], ids["sep"], ids["pad"]
         self._tok = load_tokenizer(model_dir / "tokenizer.json")
         self._session = open_session(model_dir / "model.onnx", session_config)
+        self.call_tokens = session_config.call_tokens
 
     def embed(self, texts: list[str], timings: dict[str, float], groups: list[int] | None = None) -> np.ndarray:
         """L2-normalised mean-pooled embeddings [len(texts), H], float32.
@@ -81,7 +81,7 @@ class EmbedSimScorer:
                                  row_len=self.max_length, min_row_len=MIN_ROW_LEN, pad_id=self._pad)
         states, token_labels = [], []
         with timed(timings, "run"):
-            for run in split_runs(packed, MAX_BATCH_TOKENS):
+            for run in split_runs(packed, self.call_tokens):
                 (hidden,) = self._session.run(None, {
                     "input_ids": run.input_ids, "position_ids": run.position_ids,
                     "segment_ids": run.segment_ids,

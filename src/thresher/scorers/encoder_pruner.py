@@ -42,7 +42,6 @@ from thresher.engine.timing import timed
 from thresher.engine.tokenize import encode_flat, load_tokenizer
 from thresher.scorers.base import ScoreInput, Scores
 
-MAX_BATCH_TOKENS = 8_192  # padded tokens per ONNX call; DeBERTa's [R, heads, W, W] attention dominates
 MIN_FILL = 0.8  # a run's rows are >= 80% of its widest row: padding costs at most ~25% extra work
 AGGREGATIONS = ("mean", "vote")
 TITLE_MODES = ("first_sentence", "given", None)
@@ -100,13 +99,15 @@ class EncoderPrunerScorer:
     def __init__(self, model_dir: str | Path, manifest: dict, session_config: SessionConfig, *,
                  threshold: float | None = None, aggregation: str | None = None,
                  title: str | None = "manifest", always_select_title: bool | None = None,
-                 rerank_blocks: str | None = None, max_batch_tokens: int = MAX_BATCH_TOKENS):
+                 rerank_blocks: str | None = None, max_batch_tokens: int | None = None):
         """Options default to the manifest's "options"; unknown keywords raise TypeError.
 
         threshold: default keep threshold (sentence kept when its score is strictly above it).
         aggregation: "mean" | "vote". title: "first_sentence" | "given" | None.
         always_select_title: keep the title sentence whenever another sentence is kept.
         rerank_blocks: "first" (reference) | "max" over a long passage's blocks.
+        max_batch_tokens: padded tokens per model call (default: the session config's
+        call_tokens, at least one max_length row).
         """
         model_dir = Path(model_dir)
         defaults = manifest.get("options", {})
@@ -131,6 +132,8 @@ class EncoderPrunerScorer:
                                        ("rerank_activation", self.rerank_activation, ("identity", "sigmoid"))):
             if value not in allowed:
                 raise ValueError(f"{option} must be one of {list(allowed)}, got {value!r}")
+        if max_batch_tokens is None:
+            max_batch_tokens = max(session_config.call_tokens, self.max_length)
         if not isinstance(max_batch_tokens, int) or max_batch_tokens < self.max_length:
             raise ValueError(f"max_batch_tokens must be an int >= max_length ({self.max_length}), "
                              f"got {max_batch_tokens!r}")
