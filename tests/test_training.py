@@ -34,11 +34,25 @@ def test_folds_are_stable_disjoint_and_about_a_quarter():
 def test_labels_follow_each_source():
     rec = load_jsonl("hotpotqa_distractor", limit=1)[0]
     ex = [e for f in load_examples(DATA, max_questions={"squad": 300, "nq_open_oracle": 100}).values() for e in f]
-    mine = [e for e in ex if e.qid == rec["id"]]
+    mine = [e for e in ex if e.qid == rec["id"] and e.source == "hotpotqa_distractor"]
     assert len(mine) == len(rec["context"])  # one example per paragraph, distractors included
     gold = {(t, int(i)) for t, i in rec["supporting_facts"]}
     for e in mine:
         assert [(e.title, i) in gold for i in range(len(e.sentences))] == [bool(x) for x in e.labels]
+    # fullwiki: retrieved paragraphs, labelled where a supporting title was retrieved
+    wiki = load_jsonl("hotpotqa_fullwiki_dev")
+    missing = next(r for r in wiki if not r["sf_in_context"] and r["context"])
+    assert not any(e.relevant for e in ex if e.qid == missing["id"] and e.source == "hotpotqa_fullwiki_dev"
+                   and e.title not in {t for t, _ in missing["supporting_facts"]})
+    complete = next(r for r in wiki if r["sf_in_context"])
+    got = {(e.title, i) for e in ex if e.qid == complete["id"] and e.source == "hotpotqa_fullwiki_dev"
+           for i, x in enumerate(e.labels) if x}
+    assert got == {(t, int(i)) for t, i in complete["supporting_facts"]}
+    # a question in both HotpotQA sets sits in one fold in both (no validation question trained on)
+    shared = {r["id"] for r in wiki} & {r["id"] for r in load_jsonl("hotpotqa_distractor")}
+    folds = {(e.qid, f) for f, v in load_examples(DATA, max_questions={"squad": 1, "nq_open_oracle": 1}).items()
+             for e in v if e.qid in shared}
+    assert shared and len(folds) == len(shared)
     squad = [e for e in ex if e.source == "squad"]
     by_id = {r["id"]: r for r in load_jsonl("squad_v2.0_dev")}
     for e in squad[:300]:

@@ -32,7 +32,7 @@ class SessionConfig:
     encoder-pruner), which cut a batch into calls of about this size. On a CPU small calls are
     faster per token: their activations stay in cache (MiniLM int8 on this project's CPU, 2
     threads: 30 us/token at 320-640 tokens per call, 39 at 5,120), and a batch of 8 HotpotQA
-    requests ran 1.3x (pruner) to 1.9x (cosine) faster in 512-token calls than in 8-16k-token
+    requests ran 1.1x (pruner) to 2x (cosine) faster in 512-token calls than in 8-16k-token
     ones (benchmarks/RESULTS.md, "Call size"). GPUs want large calls: their configs raise it.
     """
 

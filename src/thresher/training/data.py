@@ -4,6 +4,10 @@ One example = one (question, passage) pair: the passage's title, its sentences a
 per sentence; the passage is relevant when any sentence is positive. Labels per source:
 - hotpotqa_distractor, 2wikimultihopqa: the supporting sentences; every other sentence of the
   question's 10 paragraphs is negative (whole distractor paragraphs included).
+- hotpotqa_fullwiki_dev: the same HotpotQA questions with the 10 paragraphs of a TF-IDF
+  retriever instead (hard negatives; the gold paragraphs are often missing, and then every
+  retrieved sentence is negative). A question id shared with hotpotqa_distractor falls in the
+  same fold in both, so no validation question is trained on.
 - clapnq: the human-selected sentences; unanswerable questions have none.
 - squad_v2.0_dev (+ the squad_v1.1_dev questions it lacks): sentences (thresher's own
   segmentation) that contain an answer string; unanswerable questions have none.
@@ -23,7 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCES = ("hotpotqa_distractor", "2wikimultihopqa", "clapnq", "squad", "nq_open_oracle")
+SOURCES = ("hotpotqa_distractor", "2wikimultihopqa", "hotpotqa_fullwiki_dev", "clapnq", "squad",
+           "nq_open_oracle")
 VALIDATION_SHARE = 4  # 1 question in 4 goes to validation
 
 
@@ -115,6 +120,7 @@ def load_examples(data_dir: str | Path, *, max_questions: dict[str, int] | None 
     data_dir = Path(data_dir)
     readers = {"hotpotqa_distractor": lambda: _multihop(data_dir, "hotpotqa_distractor"),
                "2wikimultihopqa": lambda: _multihop(data_dir, "2wikimultihopqa"),
+               "hotpotqa_fullwiki_dev": lambda: _multihop(data_dir, "hotpotqa_fullwiki_dev"),
                "clapnq": lambda: _clapnq(data_dir), "squad": lambda: _squad(data_dir),
                "nq_open_oracle": lambda: _nq(data_dir)}
     out: dict[str, list[Example]] = {"train": [], "validation": []}
