@@ -42,9 +42,10 @@ COVER = 0.5  # a gold sentence is recalled when >= 50% of its non-space characte
 TARGET_RECALL = 0.85
 TARGET_REMOVED = 0.50
 # A 0.01 grid, plus a geometric one below 0.1 where a trained pruner's keep probabilities sit
-# (most sentences of a 10-paragraph HotpotQA question are irrelevant, so most score < 0.05).
+# (most sentences of a 10-paragraph HotpotQA question are irrelevant, so most score < 0.05); 2.3%
+# steps there, because one gold sentence is 0.8 points of recall on the 51 validation questions.
 THRESHOLDS = np.unique(np.concatenate([np.round(np.arange(-0.10, 0.801, 0.01), 2),
-                                       np.round(np.geomspace(0.001, 0.1, 41), 4)])) + 0.0  # no "-0.00"
+                                       np.round(np.geomspace(0.001, 0.1, 201), 5)])) + 0.0  # no "-0.00"
 KEEP_RATIOS = np.round(np.arange(0.10, 0.951, 0.05), 2)
 SHOWN_THRESHOLDS = np.round(np.concatenate([[0.002, 0.005, 0.01, 0.02, 0.0316], np.arange(0.0, 0.701, 0.05)]), 4)
 

@@ -126,7 +126,8 @@ def test_train_writes_a_verified_run_and_refuses_a_tampered_delta(tmp_path):
     from thresher.training.train import TrainConfig, train
 
     load_jsonl("hotpotqa_distractor", limit=1)
-    caps = {"hotpotqa_distractor": 8, "2wikimultihopqa": 2, "clapnq": 4, "squad": 10, "nq_open_oracle": 4}
+    caps = {"hotpotqa_distractor": 8, "2wikimultihopqa": 2, "hotpotqa_fullwiki_dev": 2, "clapnq": 4, "squad": 10,
+            "nq_open_oracle": 4}
     record = train(TrainConfig(data_dir=str(DATA), epochs=1, max_questions=caps, batch_tokens=2048), tmp_path)
     assert record["history"][0]["epoch"] == 1 and np.isfinite(record["history"][0]["train_loss"])
     assert json.loads((tmp_path / "train.json").read_text())["delta_sha256"] == record["delta_sha256"]
