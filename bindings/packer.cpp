@@ -135,10 +135,14 @@ class Packer {
     const int32_t* tlab = token_labels.data();
     {
       py::gil_scoped_release release;
-      std::fill(ids, ids + rows * width, pad_id_);
-      std::fill(pos, pos + rows * width, 0);
-      std::fill(seg, seg + rows * width, 0);
-      std::fill(lab, lab + rows * width, -1);
+      // Sequences fill each row from 0 to fill[r] without gaps: only the tail is padding.
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t a = r * width + fill[r], b = (r + 1) * width;
+        std::fill(ids + a, ids + b, pad_id_);
+        std::fill(pos + a, pos + b, 0);
+        std::fill(seg + a, seg + b, 0);
+        std::fill(lab + a, lab + b, -1);
+      }
       // Segment ids number sequences within a row in the order they were placed (by start).
       std::vector<int32_t> next_seg(rows, 0);
       std::vector<int64_t> by_start(n);
@@ -150,12 +154,13 @@ class Packer {
         const int64_t len = cu[s + 1] - cu[s];
         const int64_t base = row_of[s] * width + start_of[s];
         const int32_t sid = ++next_seg[row_of[s]];
-        for (int64_t t = 0; t < len; ++t) {
-          ids[base + t] = tok[cu[s] + t];
-          pos[base + t] = t;
-          seg[base + t] = sid;
-          lab[base + t] = tlab[cu[s] + t];
-        }
+        // Whole-run copies (memcpy/memset speed): a per-token loop that writes four arrays
+        // re-reads cu[s] on every token (the stores might alias it) and stays scalar.
+        const int64_t src = cu[s];
+        std::copy(tok + src, tok + src + len, ids + base);
+        std::iota(pos + base, pos + base + len, int64_t{0});
+        std::fill(seg + base, seg + base + len, sid);
+        std::copy(tlab + src, tlab + src + len, lab + base);
         place[3 * s] = row_of[s];
         place[3 * s + 1] = start_of[s];
         place[3 * s + 2] = len;
