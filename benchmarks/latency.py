@@ -85,7 +85,8 @@ def fp32_compressor(session_config):
 
     # keyed like a named model: by version, settings and exporter code, so it is never stale
     key = NamedModel("", export, (COSINE_THRESHOLD, DEFAULT_SEGMENTER)).cache_key("bench-minilm-fp32")
-    return thresher.Compressor.load(export_into_cache(key, export), session_config=session_config)
+    return thresher.Compressor.load(export_into_cache(key, export, "the fp32 benchmark model"),
+                                    session_config=session_config)
 
 
 def agreement(results, reference) -> dict:

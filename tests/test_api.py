@@ -183,5 +183,19 @@ def test_import_loads_neither_torch_nor_triton():
     assert out.stdout.split() == ["False", "False"]
 
 
+def test_cached_default_loads_and_runs_without_torch(default_compressor):
+    """Only the first load exports (with torch); later loads need only ONNX Runtime."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises
+            "import thresher\n"
+            "r = thresher.Compressor.load('default').compress('Who wrote Hamlet?', ['Shakespeare wrote it. Rain.'])\n"
+            "print(len(r.passages[0].sentences), 'torch' in sys.modules and sys.modules['torch'] is not None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["2", "False"]
+
+
 def test_list_models_names_the_default():
     assert "default" in thresher.list_models()

@@ -136,10 +136,12 @@ def cache_home() -> Path:
     return Path(os.environ.get("THRESHER_HOME") or Path.home() / ".cache" / "thresher")
 
 
-def export_into_cache(key: str, export: Callable[[Path], Path]) -> Path:
-    """Run `export` into a temporary folder and rename it to $THRESHER_HOME/models/<key> once."""
+def export_into_cache(key: str, export: Callable[[Path], Path], what: str) -> Path:
+    """Run `export` into a temporary folder and rename it to $THRESHER_HOME/models/<key> once.
+    Only that first time needs torch: a cached model loads without importing it."""
     final = cache_home() / "models" / key
     if not (final / MANIFEST).is_file():
+        _require_export_deps(what)
         with atomic_directory(final) as tmp:
             export(tmp)
     return final
@@ -166,17 +168,15 @@ def resolve(model: str | os.PathLike) -> Path:
     if isinstance(model, str):
         model = ALIASES.get(model, model)
     if isinstance(model, str) and model in NAMED_MODELS:
-        _require_export_deps(f"model {model!r}")
         named = NAMED_MODELS[model]
-        return export_into_cache(named.cache_key(model), named.export)
+        return export_into_cache(named.cache_key(model), named.export, f"model {model!r}")
     path = Path(model)
     if (path / MANIFEST).is_file():
         return path
     if (path / "config.json").is_file():
-        _require_export_deps(f"checkpoint {path}")
         digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
         return export_into_cache(f"ckpt-{digest}-{__version__}",
-                                  lambda out: export_checkpoint(path, out))
+                                  lambda out: export_checkpoint(path, out), f"checkpoint {path}")
     raise ValueError(
         f"{model!r} is neither a named model ({sorted([*ALIASES, *NAMED_MODELS])}), a model directory "
         f"(with {MANIFEST}) nor a checkpoint folder (with config.json)"

@@ -50,7 +50,8 @@ def load_eos_model(model: str | os.PathLike = DEFAULT_EOS_MODEL, session_config=
 
         export = exporter_for_kind("causal-eos")
         digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-        model_dir = export_into_cache(f"eos-{digest}-{__version__}", lambda out: export(path, out))
+        model_dir = export_into_cache(f"eos-{digest}-{__version__}", lambda out: export(path, out),
+                                      f"checkpoint {path}")
     else:
         model_dir = resolve(model)
     return CausalEosModel(model_dir, session_config=session_config)
