@@ -7,7 +7,7 @@ softmax, MatMul, transpose). Both run full `Compressor.compress` calls on the sa
 requests, taking turns request by request. Reports p50 and mean latency, their ratio, and
 whether any sentence score differs.
 
-    .venv/bin/python benchmarks/attention.py [--n 60]
+    .venv/bin/python benchmarks/attention.py [--n 60] [--quick]
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ def export_both(name: str, root: Path) -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=60, help="requests (after 3 warm-up)")
+    ap.add_argument("--quick", action="store_true", help="10 requests")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.n = 10
     import thresher
 
     requests = hotpot_requests(load_records(limit=args.n + 3))

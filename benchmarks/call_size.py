@@ -7,7 +7,7 @@
    MiniLM models, at call budgets of 512 tokens (the CPU default) up to the previous defaults
    (8,192 for the pruner, 16,384 for the cosine model). All budgets take turns per group of 8.
 
-    .venv/bin/python benchmarks/call_size.py [--groups 8]
+    .venv/bin/python benchmarks/call_size.py [--groups 8] [--quick]
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ def per_token_us(session, rows: tuple[int, ...] = (1, 2, 4, 8, 16, 32), width: i
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--groups", type=int, default=8, help="groups of 8 requests (after 3 warm-up requests)")
+    ap.add_argument("--quick", action="store_true", help="2 groups")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.groups = 2
     from thresher.engine.onnx_backend import SessionConfig
     from thresher.engine.pipeline import compress_requests
     from thresher.engine.request import Options, validate

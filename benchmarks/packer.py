@@ -15,7 +15,7 @@ calls by `split_runs`.
 - Speed: thresher._native.Packer vs the plain-Python reference packer of tests/test_packer.py
   (same algorithm; outputs checked identical), per request and on all requests at once.
 
-    .venv/bin/python benchmarks/packer.py [--repeat 20]
+    .venv/bin/python benchmarks/packer.py [--repeat 20] [--quick]
 """
 
 from __future__ import annotations
@@ -143,7 +143,10 @@ def speed(workload, repeat: int) -> dict:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=20, help="timing rounds (best of)")
+    ap.add_argument("--quick", action="store_true", help="3 timing rounds")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.repeat = 3
     records = load_records()
     workload = build_workload(records)
     util = utilisation(workload)

@@ -9,7 +9,7 @@ Reports boundary precision / recall / F1 (micro over all paragraphs), the share 
 whose boundaries are all exactly right, and speed: chars/s over all paragraphs (one call per
 paragraph, as the engine does; best of --repeat passes) and on one ~1 MB text. Speed ratios are against "rules".
 
-    .venv/bin/python benchmarks/segmentation.py [--only NAME,...] [--repeat 3] [--errors NAME]
+    .venv/bin/python benchmarks/segmentation.py [--only NAME,...] [--repeat 3] [--errors NAME] [--quick]
 """
 
 from __future__ import annotations
@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default=",".join(CANDIDATES), help="comma-separated segmenter names")
     ap.add_argument("--repeat", type=int, default=3, help="passes over the paragraphs (best of)")
     ap.add_argument("--errors", metavar="NAME", help="print false/missed boundaries of one segmenter")
+    ap.add_argument("--quick", action="store_true", help="one timing pass")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.repeat = 1
     if not DATA.is_file():
         raise SystemExit(f"{DATA} is absent")
     paragraphs = load_paragraphs(DATA)

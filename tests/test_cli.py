@@ -72,3 +72,29 @@ def test_export_refuses_unknown_checkpoint(tmp_path, capsys):
     (tmp_path / "config.json").write_text('{"model_type": "resnet"}')
     assert main(["export", str(tmp_path), str(tmp_path / "out")]) == 2
     assert "not a checkpoint thresher can export" in capsys.readouterr().err
+
+
+def test_every_benchmark_that_bench_runs_takes_quick():
+    """`thresher bench --quick` passes --quick to each script; a script without it would stop the
+    suite with an argparse error. Each script's own parser is run with --quick (main() is patched
+    so that nothing is measured)."""
+    import argparse
+    import runpy
+    from pathlib import Path
+    from unittest import mock
+
+    root = Path(__file__).resolve().parents[1] / "benchmarks"
+    scripts = sorted(p for p in root.glob("*.py") if not p.name.startswith(("_", "common", "gpu_")))
+    assert scripts
+    real = argparse.ArgumentParser.parse_args
+    for script in scripts:
+        parsed = []
+
+        def stop_after_parse(self, args=None, namespace=None, parsed=parsed):
+            parsed.append(real(self, args, namespace))
+            raise SystemExit(0)
+
+        with mock.patch.object(argparse.ArgumentParser, "parse_args", stop_after_parse), \
+                mock.patch.object(sys, "argv", [str(script), "--quick"]), pytest.raises(SystemExit) as exit_:
+            runpy.run_path(str(script), run_name="__main__")
+        assert exit_.value.code == 0 and parsed and parsed[0].quick, script.name
