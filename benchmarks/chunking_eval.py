@@ -114,8 +114,14 @@ def chunk_all(method: str, size: int, docs: dict[str, str], model, throughput: d
     return {d: chunker.chunk(text) for d, text in docs.items()}
 
 
+def token_ends(docs: dict[str, str], tokenizer) -> dict[str, np.ndarray]:
+    """End offsets of each document's MiniLM tokens (the budget's unit), once per document."""
+    encs = tokenizer.encode_batch(list(docs.values()), add_special_tokens=False)
+    return {d: np.asarray(e.offsets, np.int64).reshape(-1, 2)[:, 1] for d, e in zip(docs, encs)}
+
+
 def evaluate(docs: dict[str, str], questions: list[dict], chunks: dict[str, list[Chunk]],
-             retriever: str, tokenizer) -> dict[str, float]:
+             retriever: str, ends_by_doc: dict[str, np.ndarray]) -> dict[str, float]:
     per_q: dict[str, list[float]] = {}
 
     def add(key: str, value: float) -> None:
@@ -127,8 +133,6 @@ def evaluate(docs: dict[str, str], questions: list[dict], chunks: dict[str, list
             continue
         index = ChunkIndex(text, chunks[doc_id], retriever, default_embedder() if retriever == "dense" else None)
         returned = [c.returned_span for c in chunks[doc_id] if c.level == 0]  # per parent
-        enc = tokenizer.encode(text, add_special_tokens=False)
-        token_ends = np.asarray(enc.offsets, np.int64).reshape(-1, 2)[:, 1]
         scores = index.parent_scores([q["question"] for q in qs])
         for q, s in zip(qs, scores):
             order = np.argsort(-s, kind="stable")
@@ -136,7 +140,7 @@ def evaluate(docs: dict[str, str], questions: list[dict], chunks: dict[str, list
             top = span_mask(len(text), [returned[i] for i in order[:TOP_K]])
             add(f"recall@{TOP_K}", overlap_scores(evidence, top)["recall"])
             for budget in BUDGETS:
-                spans = budget_spans([returned[i] for i in order], token_ends, budget)
+                spans = budget_spans([returned[i] for i in order], ends_by_doc[doc_id], budget)
                 for k, v in overlap_scores(evidence, span_mask(len(text), spans)).items():
                     add(f"{k}@{budget}tok", v)
             gold = relabelled_gold([text[a:b] for a, b in returned], " ".join(e["text"] for e in q["evidence"]))
@@ -153,10 +157,11 @@ def parent_words(docs: dict[str, str], chunks: dict[str, list[Chunk]]) -> float:
     """Mean words of the text returned per hit (a parent, or a sentence's window)."""
     sizes = []
     for d, text in docs.items():
+        spans = np.asarray([c.returned_span for c in chunks[d] if c.level == 0], np.int64).reshape(-1, 2)
         starts = word_starts(text)
-        sizes.extend(int(words_in(np.asarray(c.returned_span, np.int64), starts)[0])
-                     for c in chunks[d] if c.level == 0)
-    return float(np.mean(sizes)) if sizes else 0.0
+        sizes.append(np.searchsorted(starts, spans[:, 1]) - np.searchsorted(starts, spans[:, 0]))
+    sizes = np.concatenate(sizes) if sizes else np.zeros(0)
+    return float(sizes.mean()) if sizes.size else 0.0
 
 
 def reference_check(model, docs: dict[str, str], size: int, n_windows: int) -> dict:
@@ -166,14 +171,14 @@ def reference_check(model, docs: dict[str, str], size: int, n_windows: int) -> d
     import torch
     from transformers import AutoModelForCausalLM
 
-    from thresher.chunking.base import sentence_units
+    from thresher.chunking.base import chunk_units
     from thresher.models import smollm2_gguf
 
     gguf = smollm2_gguf()
     lm = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, gguf_file=gguf.name).eval()
     windows, ends = [], []
     for text in docs.values():
-        units = sentence_units(text, max_words=size, max_chars=20 * size)
+        units = chunk_units(text, size)
         starts = word_starts(text)
         cum = np.concatenate([[0], np.cumsum(words_in(units, starts))])
         pos = 0
@@ -228,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     for ds in DATASETS:
         docs, questions = load_subset(ds, args.docs, args.chars)
         data_notes[ds] = {"docs": sorted(docs), "questions": len(questions), "chars": sum(map(len, docs.values()))}
+        ends_by_doc = token_ends(docs, tokenizer)
         print(f"{ds}: {len(docs)} docs ({data_notes[ds]['chars']:,} chars), {len(questions)} questions", flush=True)
         for size in sizes:
             for method in (*BASELINES, *LLM_METHODS):
@@ -235,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                 chunks = chunk_all(method, size, docs, model, throughput)
                 chunk_s = time.perf_counter() - t
                 for retriever in ("bm25", "dense"):
-                    m = evaluate(docs, questions, chunks, retriever, tokenizer)
+                    m = evaluate(docs, questions, chunks, retriever, ends_by_doc)
                     rows.append({"dataset": ds, "retriever": retriever, "method": method, "size": size,
                                  "parent_words": parent_words(docs, chunks), "chunk_s": chunk_s, **m})
                 print(f"  {method:14s} theta={size:4d} words/parent={rows[-1]['parent_words']:6.1f} "

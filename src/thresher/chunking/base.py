@@ -131,6 +131,15 @@ def sentence_units(text: str, segmenter: str = "rules", max_words: int | None = 
     return np.unique(np.concatenate([bounds, np.asarray(extra, np.int64)]))
 
 
+MAX_CHARS_PER_WORD = 20  # a unit longer than 20 * size characters is cut at character positions
+
+
+def chunk_units(text: str, size: int, segmenter: str = "rules") -> np.ndarray:
+    """sentence_units for chunks of `size` words: every unit fits one chunk (<= size words,
+    <= MAX_CHARS_PER_WORD * size characters)."""
+    return sentence_units(text, segmenter, max_words=size, max_chars=MAX_CHARS_PER_WORD * size)
+
+
 def pack_units(unit_words: np.ndarray, size: int) -> np.ndarray:
     """Greedy packing of consecutive units into groups of <= size words (a unit larger than
     size forms its own group). Returns the unit index where each group starts, int64 [G]."""

@@ -23,9 +23,9 @@ from thresher.chunking.base import (
     Chunk,
     check_size,
     check_text,
+    chunk_units,
     chunks_from_bounds,
     pack_units,
-    sentence_units,
     word_starts,
     words_in,
 )
@@ -110,7 +110,7 @@ class SentencesChunker:
         text = check_text(text)
         if not text:
             return []
-        units = sentence_units(text, self.segmenter, max_words=self.size, max_chars=20 * self.size)
+        units = chunk_units(text, self.size, self.segmenter)
         group = pack_units(words_in(units, word_starts(text)), self.size)
         return chunks_from_bounds(np.concatenate([units[group], [len(text)]]))
 
@@ -130,7 +130,7 @@ class SentenceWindowChunker:
         text = check_text(text)
         if not text:
             return []
-        units = sentence_units(text, self.segmenter, max_words=self.size, max_chars=20 * self.size)
+        units = chunk_units(text, self.size, self.segmenter)
         words = words_in(units, word_starts(text)).tolist()
         n, out = len(words), []
         for i in range(n):
@@ -163,7 +163,7 @@ class SemanticChunker:
         text = check_text(text)
         if not text:
             return []
-        units = sentence_units(text, self.segmenter, max_words=self.size, max_chars=20 * self.size)
+        units = chunk_units(text, self.size, self.segmenter)
         n_units = units.shape[0] - 1
         total = int(words_in(np.array([0, len(text)]), word_starts(text))[0])
         n_cuts = min(n_units - 1, max(0, round(total / self.size) - 1))

@@ -22,14 +22,13 @@ from thresher.chunking.base import (
     Chunk,
     check_size,
     check_text,
+    chunk_units,
     chunks_from_bounds,
-    sentence_units,
     word_starts,
     words_in,
 )
 
 DEFAULT_EOS_MODEL = "smollm2-eos"
-MAX_CHARS_PER_WORD = 20  # a unit longer than 20 * size characters is split (see base.py)
 
 
 def load_eos_model(model: str | os.PathLike = DEFAULT_EOS_MODEL, session_config=None):
@@ -103,8 +102,7 @@ class LogitsGuidedChunker:
         texts = [check_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
         docs = []
         for text in texts:
-            units = sentence_units(text, self.segmenter, max_words=self.size,
-                                   max_chars=MAX_CHARS_PER_WORD * self.size)
+            units = chunk_units(text, self.size, self.segmenter)
             docs.append(_Doc(text, units, words_in(units, word_starts(text))))
         pending = [d for d in docs if d.n_units > 0]
         while pending:

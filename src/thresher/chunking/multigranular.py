@@ -15,12 +15,11 @@ from thresher.chunking.base import (
     Chunk,
     Chunker,
     check_text,
+    chunk_units,
     pack_units,
-    sentence_units,
     word_starts,
     words_in,
 )
-from thresher.chunking.logits_guided import MAX_CHARS_PER_WORD
 
 LEVEL_DIVISORS = (2, 4)  # children of size // 2 and size // 4 words
 
@@ -46,8 +45,7 @@ class MultiGranularChunker:
         """parents (level 0, in order) followed by their children, level by level."""
         if not parents:
             return []
-        units = sentence_units(text, self.segmenter, max_words=self.size,
-                               max_chars=MAX_CHARS_PER_WORD * self.size)
+        units = chunk_units(text, self.size, self.segmenter)
         starts = word_starts(text)
         out = list(parents)
         seen = {(c.start, c.end) for c in parents}

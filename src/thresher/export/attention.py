@@ -54,4 +54,4 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Ten
     return attention_reference(q, k, v, bias, heads)
 
 
-TRANSLATIONS = {_attention_op._opoverload: _attention_onnx}
+TRANSLATIONS = {torch.ops.thresher.attention.default: _attention_onnx}

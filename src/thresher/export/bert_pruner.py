@@ -92,9 +92,10 @@ def export_bert_pruner(net: BertPrunerNet, config: dict, tokenizer_json: str | P
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    extra = export_pruner_graph(net, config["vocab_size"], out_dir, precision, cls=101, low=1000)
-    shutil.copyfile(tokenizer_json, out_dir / "tokenizer.json")
     vocab_map = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))["model"]["vocab"]
+    # random check inputs: [CLS] first, other ids above BERT's 999 reserved/unused ones
+    extra = export_pruner_graph(net, config["vocab_size"], out_dir, precision, cls=vocab_map["[CLS]"], low=1000)
+    shutil.copyfile(tokenizer_json, out_dir / "tokenizer.json")
     write_manifest(out_dir, {
         "kind": "encoder-pruner",
         "name": name or "bert-pruner",
