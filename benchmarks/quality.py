@@ -38,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import command, hotpot_passages, load_records, md_table, write_results  # noqa: E402
 
+MULTIHOP_SETS = ("hotpotqa_distractor", "2wikimultihopqa")  # HotpotQA's record layout
 COVER = 0.5  # a gold sentence is recalled when >= 50% of its non-space characters are kept
 TARGET_RECALL = 0.85
 TARGET_REMOVED = 0.50
@@ -306,11 +307,12 @@ def run(args) -> dict:
         return thresher.Compressor.load(name, session_config=SessionConfig(intra_op_threads=args.threads))
 
     compressor = load(args.model)
-    records = [r for r in load_records(limit=args.limit) if in_fold(r["id"], args.fold)]
+    records = [r for r in load_records(args.dataset, limit=args.limit) if in_fold(r["id"], args.fold)]
     data = score_records(compressor, records, args.batch_size)
     main = curves(data, args.target_recall)
     res = {
-        "model": compressor.model, "model_threshold": compressor.threshold, "fold": args.fold,
+        "model": compressor.model, "model_threshold": compressor.threshold, "dataset": args.dataset,
+        "fold": args.fold,
         "questions": len(records), "gold_sentences": int(sum(p.gold.shape[0] for ps in data for p in ps)),
         "cover": COVER, "target_recall": args.target_recall, "target_removed": args.target_removed, **main,
         "baselines": [{"baseline": f"first {k} sentence(s) of each paragraph", **evaluate(data, lead(k))}
@@ -373,7 +375,7 @@ def markdown(res: dict, cmd: str) -> str:
     })
     return "\n\n".join([
         f"`{cmd}`",
-        f"{res['questions']} questions ({res['fold']} fold), {res['gold_sentences']} gold supporting sentences; model "
+        f"{res['dataset']}: {res['questions']} questions ({res['fold']} fold), {res['gold_sentences']} gold supporting sentences; model "
         f"{res['model']}; a gold sentence counts as recalled when >= {100 * res['cover']:.0f}% of its "
         "non-space characters are kept; removed = mean compression rate per question.",
         verdict,
@@ -402,8 +404,8 @@ def comparison_markdown(res: dict) -> list[str]:
           for m in res["per_model"].values()]
     m0 = next(iter(res["per_model"].values()))
     out.append(
-        "Each model at its operating threshold (chosen as above on these HotpotQA questions, else its "
-        "default). MRR: HotpotQA paragraphs ranked by the rerank score, or by the best sentence score "
+        "Each model at its operating threshold (chosen as above on these questions, else its "
+        "default). MRR: the question's paragraphs ranked by the rerank score, or by the best sentence score "
         f"for a model without a rerank head (embed-sim); ClapNQ ({m0['clapnq']['questions']} questions, {m0['clapnq']['unanswerable']} "
         f"unanswerable); SQuAD v2 ({m0['squad_v2']['questions']} questions, "
         f"{m0['squad_v2']['unanswerable']} unanswerable):\n\n" + md_table(
@@ -424,6 +426,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--quick", action="store_true", help="the first 40 questions")
     ap.add_argument("--fold", choices=["dev", "validation"], default="dev",
                     help="dev: every dev question; validation: the trained pruner's held-back fold")
+    ap.add_argument("--dataset", choices=MULTIHOP_SETS, default=MULTIHOP_SETS[0],
+                    help="multi-hop set with gold supporting sentences (same record layout)")
     ap.add_argument("--target-recall", type=float, default=TARGET_RECALL)
     ap.add_argument("--target-removed", type=float, default=TARGET_REMOVED)
     ap.add_argument("--compare", action="append", default=[], metavar="MODEL",
@@ -441,6 +445,8 @@ def main(argv: list[str] | None = None) -> dict:
               "gives the honest figures", file=sys.stderr)
     if args.fold != "dev":
         name += f"-{args.fold}"
+    if args.dataset != MULTIHOP_SETS[0]:
+        name += f"-{args.dataset}"
     js, mdp = write_results(name, res, md)
     print(md)
     print(f"\nwrote {js} and {mdp}")
