@@ -400,6 +400,31 @@ def test_serve_subcommand_is_registered():
     assert args.func.__module__ == "thresher.server.cli" and args.port == 9 and args.max_wait_ms == 1.0
 
 
+def test_load_generator_client_reads_every_answer_on_one_connection(url):
+    """benchmarks/load.py drives the server with its own lean HTTP/1.1 client (httpx cost the
+    2-core machine most of a core at 400 req/s); it must read 200s, 4xx bodies and keep-alive
+    the same way a real client does."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "load.py"
+    spec = importlib.util.spec_from_file_location("thresher_load_benchmark", path)
+    load = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load)
+    host, port = url.removeprefix("http://").split(":")
+
+    async def run() -> tuple[list[int], int]:
+        client = load.LeanClient(host, int(port))
+        good = json.dumps({"question": "Who wrote Hamlet?", "passages": HAMLET}).encode()
+        codes = [await client.post("/v1/compress", body) for body in
+                 (good, b"{not json", json.dumps({"question": "q"}).encode(), good)]
+        client.close()
+        return codes, client.opened
+
+    codes, opened = asyncio.run(run())
+    assert codes == [200, 400, 422, 200] and opened == 1
+
+
 # -- helpers --------------------------------------------------------------------------------------
 
 
