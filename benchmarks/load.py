@@ -13,12 +13,13 @@ Capacity at a p99 target = the best throughput of a rate whose p99 latency meets
 issue's bar: dynamic batching >= 2x batch-size-1 capacity, zero errors below saturation, only
 503s above it.
 
-The batched ceiling bounds what any scheduler can reach on this machine: one client sends list
-bodies of --ceiling-batch requests back to back to the dynamic server, so every batch is full,
-nothing queues and even the per-request HTTP overhead is shared (measured before and after the
-sweep; the higher counts). Dynamic batching of separate
-requests cannot beat it; when the ceiling is under 2x the best throughput batch-1 serving
-reached, the 2x bar is out of reach on this machine.
+Saturation, paired in time (this VM's speed drifts by tens of percent within a run): after the
+sweep, --saturation-rounds rounds each measure, back to back, (a) batch-1 serving and (b) dynamic
+batching, both closed loop with --saturation-clients clients sending separate requests, and (c)
+the batched ceiling: one client sending list bodies of --ceiling-batch requests to the dynamic
+server, so every batch is full, nothing queues and even the per-request HTTP overhead is shared.
+No scheduler of separate requests can beat (c); when its median ratio to (a) is under 2, the
+issue's 2x is out of reach on this machine.
 
     .venv/bin/python benchmarks/load.py [--quick]
 """
@@ -117,6 +118,48 @@ def ceiling_rps(url: str, bodies: list[bytes], batch: int, rounds: int) -> float
         for body in lists[1:]:
             c.post(f"{url}/v1/compress", content=body).raise_for_status()
         return rounds * batch / (time.perf_counter() - t0)
+
+
+async def closed_loop_rps(url: str, bodies: list[bytes], clients: int, n: int) -> float:
+    """Requests/s of `clients` clients each sending separate requests back to back (n in all)."""
+    host, port = url.removeprefix("http://").split(":")
+    client = LeanClient(host, int(port))
+    todo = iter(range(n))
+
+    async def worker() -> None:
+        for i in todo:
+            if await client.post("/v1/compress", bodies[i % len(bodies)]) != 200:
+                raise SystemExit(f"closed-loop request {i} failed")
+
+    t0 = time.perf_counter()
+    try:
+        await asyncio.gather(*(worker() for _ in range(clients)))
+    finally:
+        client.close()
+    return n / (time.perf_counter() - t0)
+
+
+def saturation(servers: dict[str, ServerProcess], bodies: list[bytes], args: argparse.Namespace) -> dict:
+    """Rounds of (batch-1 closed loop, dynamic closed loop, batched ceiling), back to back."""
+    rounds = []
+    n = args.ceiling_batch * args.ceiling_rounds
+    for _ in range(args.saturation_rounds):
+        rounds.append({
+            "batch1_rps": asyncio.run(closed_loop_rps(servers["batch-1"].url, bodies, args.saturation_clients, n)),
+            "dynamic_rps": asyncio.run(closed_loop_rps(servers["dynamic"].url, bodies, args.saturation_clients, n)),
+            "ceiling_rps": ceiling_rps(servers["dynamic"].url, bodies, args.ceiling_batch, args.ceiling_rounds)})
+        print("  saturation: batch-1 {batch1_rps:.2f}, dynamic {dynamic_rps:.2f}, batched ceiling "
+              "{ceiling_rps:.2f} req/s".format(**rounds[-1]), flush=True)
+
+    def median(key: str) -> float:
+        return float(np.median([r[key] for r in rounds]))
+
+    def median_ratio(key: str) -> float:
+        return float(np.median([r[key] / r["batch1_rps"] for r in rounds]))
+
+    return {"rounds": rounds, "batch1_rps": median("batch1_rps"), "dynamic_rps": median("dynamic_rps"),
+            "ceiling_rps": median("ceiling_rps"), "dynamic_ratio": median_ratio("dynamic_rps"),
+            "ceiling_ratio": median_ratio("ceiling_rps")}
 
 
 def service_time_s(url: str, bodies: list[bytes], n: int) -> float:
@@ -247,18 +290,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="arrival rates as multiples of the measured batch-size-1 capacity")
     ap.add_argument("--duration", type=float, default=10.0, help="seconds of arrivals per rate")
     ap.add_argument("--max-requests", type=int, default=400, help="arrivals per rate at most")
-    ap.add_argument("--p99-target-x", type=float, default=4.0,
+    ap.add_argument("--p99-target-x", type=float, default=8.0,
                     help="p99 latency target, in multiples of the sequential service time of the request size")
     ap.add_argument("--client-timeout-s", type=float, default=90.0,
                     help="client-side timeout; above the server's request_timeout_s (30 s by default)")
     ap.add_argument("--ceiling-batch", type=int, default=16,
                     help="requests per list body when measuring the batched ceiling")
-    ap.add_argument("--ceiling-rounds", type=int, default=6, help="list bodies timed for the ceiling")
+    ap.add_argument("--ceiling-rounds", type=int, default=4,
+                    help="list bodies timed for the ceiling (x ceiling-batch requests per closed-loop run)")
+    ap.add_argument("--saturation-rounds", type=int, default=3, help="paired saturation rounds after the sweep")
+    ap.add_argument("--saturation-clients", type=int, default=16,
+                    help="concurrent clients of the closed-loop saturation runs")
     ap.add_argument("--records", type=int, default=200)
     args = ap.parse_args(argv)
     if args.quick:
         args.factors, args.duration, args.max_requests, args.records = "1,3", 4.0, 60, 40
-        args.ceiling_rounds = 2
+        args.ceiling_rounds, args.saturation_rounds = 2, 1
     factors = [float(f) for f in args.factors.split(",")]
     records = load_records(limit=args.records)
 
@@ -274,7 +321,6 @@ def main(argv: list[str] | None = None) -> int:
             base_rate = 1.0 / s
             print(f"passages={n_passages}: sequential service time {s * 1e3:.1f} ms -> "
                   f"batch-1 capacity ~{base_rate:.2f} req/s", flush=True)
-            ceilings = [ceiling_rps(servers["dynamic"].url, bodies, args.ceiling_batch, args.ceiling_rounds)]
             mode_rows: dict[str, list[dict]] = {mode: [] for mode in MODES}
             # the modes take turns at each rate, so that the machine's drift hits both alike
             for k, factor in enumerate(factors):
@@ -287,21 +333,14 @@ def main(argv: list[str] | None = None) -> int:
                           f"{row['throughput_rps']:6.2f} ok/s  p50 {row['p50_ms'] or 0:7.0f} ms  "
                           f"p99 {row['p99_ms'] or 0:7.0f} ms  batch {row['mean_batch']:4.1f}  "
                           f"engine {row['engine_ms']:5.1f} ms/req  {row['errors']}", flush=True)
-            # measured before and after the sweep (the machine drifts); the higher bounds both
-            ceilings.append(ceiling_rps(servers["dynamic"].url, bodies, args.ceiling_batch, args.ceiling_rounds))
-            ceiling = max(ceilings)
-            print(f"  batched ceiling (list bodies of {args.ceiling_batch}), before / after the sweep: "
-                  f"{ceilings[0]:.2f} / {ceilings[1]:.2f} req/s", flush=True)
+            sat = saturation(servers, bodies, args)
         target_ms = args.p99_target_x * 1e3 / base_rate
         caps = {mode: capacity(r, target_ms) for mode, r in mode_rows.items()}
-        best = {mode: max(row["throughput_rps"] for row in r) for mode, r in mode_rows.items()}
         ratio = caps["dynamic"] / caps["batch-1"] if caps["batch-1"] else float("nan")
         bad = sorted({k for r in rows if r["passages"] == n_passages for k in r["errors"] if not k.startswith("503")})
         summary.append({"passages": n_passages, "service_time_ms": 1e3 / base_rate, "p99_target_ms": target_ms,
                         "capacity_dynamic_rps": caps["dynamic"], "capacity_batch1_rps": caps["batch-1"],
-                        "ratio": ratio, "best_batch1_rps": best["batch-1"], "best_dynamic_rps": best["dynamic"],
-                        "ceiling_rps": ceiling, "ceiling_ratio": ceiling / best["batch-1"],
-                        "non_503_errors": bad})
+                        "ratio": ratio, "saturation": sat, "non_503_errors": bad})
 
     header = ["passages", "mode", "offered req/s", "ok req/s", "p50 ms", "p95 ms", "p99 ms", "mean batch",
               "engine ms/request", "client CPU (cores)", "errors"]
@@ -311,11 +350,11 @@ def main(argv: list[str] | None = None) -> int:
                                ", ".join(f"{k}: {v}" for k, v in r["errors"].items()) or "-"] for r in rows])
     cap_table = md_table(
         ["passages", "sequential service ms", "p99 target ms", "capacity batch-1 req/s", "capacity dynamic req/s",
-         "ratio", "best ok/s batch-1", "best ok/s dynamic", "batched ceiling req/s", "ceiling / best batch-1",
-         "errors other than 503"],
+         "capacity ratio", "saturated batch-1 req/s", "saturated dynamic req/s", "batched ceiling req/s",
+         "saturated dynamic / batch-1", "ceiling / batch-1", "errors other than 503"],
         [[s["passages"], s["service_time_ms"], s["p99_target_ms"], s["capacity_batch1_rps"],
-          s["capacity_dynamic_rps"], s["ratio"], s["best_batch1_rps"], s["best_dynamic_rps"], s["ceiling_rps"],
-          s["ceiling_ratio"],
+          s["capacity_dynamic_rps"], s["ratio"], s["saturation"]["batch1_rps"], s["saturation"]["dynamic_rps"],
+          s["saturation"]["ceiling_rps"], s["saturation"]["dynamic_ratio"], s["saturation"]["ceiling_ratio"],
           ", ".join(s["non_503_errors"]) or "none"] for s in summary])
     cmd = command("load.py", argv)
     markdown = f"Command: `{cmd}`\n\n{cap_table}\n\n{table}\n"
