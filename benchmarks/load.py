@@ -45,14 +45,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, command, hotpot_requests, load_records, md_table, percentiles, write_results  # noqa: E402
 
-# batch-1 first: its sequential service time sets the arrival rates and the p99 target (the
-# dynamic server would add its max_wait_ms to every lone request)
-MODES = {"batch-1": 1, "dynamic": 32}
+MODES = {"batch-1": 1, "dynamic": 32}  # max_batch_requests of each serving mode
+LOOPBACK = "127.0.0.1"
 
 
 def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
 
 
@@ -61,7 +60,7 @@ class ServerProcess:
 
     def __init__(self, max_batch_requests: int):
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{LOOPBACK}:{self.port}"
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         # a file, not a pipe (an unread pipe can fill and block the server); closed in __exit__
         self.log = tempfile.TemporaryFile()  # noqa: SIM115
@@ -97,6 +96,9 @@ class ServerProcess:
             self.proc.wait()
         self.log.close()
 
+    def client(self) -> LeanClient:
+        return LeanClient(LOOPBACK, self.port)
+
     def batch_stats(self) -> tuple[float, float, float]:
         """(engine requests, batches, seconds of inference) computed so far, from /metrics."""
         text = httpx.get(f"{self.url}/metrics", timeout=10).text
@@ -120,10 +122,9 @@ def ceiling_rps(url: str, bodies: list[bytes], batch: int, rounds: int) -> float
         return rounds * batch / (time.perf_counter() - t0)
 
 
-async def closed_loop_rps(url: str, bodies: list[bytes], clients: int, n: int) -> float:
+async def closed_loop_rps(server: ServerProcess, bodies: list[bytes], clients: int, n: int) -> float:
     """Requests/s of `clients` clients each sending separate requests back to back (n in all)."""
-    host, port = url.removeprefix("http://").split(":")
-    client = LeanClient(host, int(port))
+    client = server.client()
     todo = iter(range(n))
 
     async def worker() -> None:
@@ -145,8 +146,8 @@ def saturation(servers: dict[str, ServerProcess], bodies: list[bytes], args: arg
     n = args.ceiling_batch * args.ceiling_rounds
     for _ in range(args.saturation_rounds):
         rounds.append({
-            "batch1_rps": asyncio.run(closed_loop_rps(servers["batch-1"].url, bodies, args.saturation_clients, n)),
-            "dynamic_rps": asyncio.run(closed_loop_rps(servers["dynamic"].url, bodies, args.saturation_clients, n)),
+            "batch1_rps": asyncio.run(closed_loop_rps(servers["batch-1"], bodies, args.saturation_clients, n)),
+            "dynamic_rps": asyncio.run(closed_loop_rps(servers["dynamic"], bodies, args.saturation_clients, n)),
             "ceiling_rps": ceiling_rps(servers["dynamic"].url, bodies, args.ceiling_batch, args.ceiling_rounds)})
         print("  saturation: batch-1 {batch1_rps:.2f}, dynamic {dynamic_rps:.2f}, batched ceiling "
               "{ceiling_rps:.2f} req/s".format(**rounds[-1]), flush=True)
@@ -220,15 +221,14 @@ class LeanClient:
         self._idle.clear()
 
 
-async def open_loop(url: str, bodies: list[bytes], rate: float, duration_s: float, max_requests: int,
+async def open_loop(server: ServerProcess, bodies: list[bytes], rate: float, duration_s: float, max_requests: int,
                     timeout_s: float, seed: int) -> dict:
     """Poisson arrivals at `rate` for at most duration_s / max_requests; every answer awaited."""
     rng = np.random.default_rng(seed)
     n = int(max(8, min(max_requests, rate * duration_s)))
     arrivals = np.concatenate(([0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))))
     loop = asyncio.get_running_loop()
-    host, port = url.removeprefix("http://").split(":")
-    client = LeanClient(host, int(port))
+    client = server.client()
     t0 = loop.time() + 0.05
 
     async def one(i: int) -> tuple[str, float, float]:
@@ -265,7 +265,7 @@ def measure_rate(server: ServerProcess, bodies: list[bytes], rate: float, args: 
     """One open-loop run at `rate`, with the server's batching and engine time over the run."""
     before = server.batch_stats()
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    row = asyncio.run(open_loop(server.url, bodies, rate, args.duration, args.max_requests,
+    row = asyncio.run(open_loop(server, bodies, rate, args.duration, args.max_requests,
                                 args.client_timeout_s, seed))
     # the generator shares the 2 cores with the server: its CPU share is reported
     row["client_cpu"] = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
