@@ -1,6 +1,6 @@
 """One ONNX Attention node vs the traced primitive ops, for both shipped MiniLM models, same run.
 
-Each model is exported twice into a temporary folder, the way `thresher.models` exports it
+Each model is exported twice into a temporary folder, the way `thresher.catalogue` exports it
 (per-token int8): once as shipped (export/attention.py: one opset-23 Attention node per layer),
 once with the attention traced as plain torch ops (reshape/transpose, MatMul, scale, mask add,
 softmax, MatMul, transpose). Both run full `Compressor.compress` calls on the same HotpotQA
@@ -26,8 +26,8 @@ from common import Stopwatch, command, hotpot_requests, load_records, md_table, 
 
 def export_both(name: str, root: Path) -> dict[str, Path]:
     import thresher.export.bert as bert
+    from thresher.catalogue import NAMED_MODELS
     from thresher.export.attention import attention_reference
-    from thresher.models import NAMED_MODELS
 
     out = {}
     for variant in ("primitive ops", "Attention node"):

@@ -1,4 +1,4 @@
-"""Per-call token budget (`SessionConfig.call_tokens`) on CPU: small calls vs the old large ones.
+"""Per-call token budget (`call_tokens` of the runner) on CPU: small calls vs the old large ones.
 
 1. Raw ONNX Runtime: microseconds per token of the default model's session on rows of 160
    random tokens, 1 to 32 rows per call.
@@ -51,13 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.groups = 2
-    from thresher.engine.onnx_backend import SessionConfig
+    from thresher.catalogue import load_model
     from thresher.engine.pipeline import compress_requests
     from thresher.engine.request import Options, validate
-    from thresher.models import load_scorer
 
-    scorers = {(m, b): load_scorer(m, SessionConfig(call_tokens=b)) for m in MODELS for b in BUDGETS}
-    raw = per_token_us(scorers[("minilm-pruner", 512)]._session)
+    scorers = {(m, b): load_model(m, call_tokens=b) for m in MODELS for b in BUDGETS}
+    raw = per_token_us(scorers[("minilm-pruner", 512)]._runner.session)
     requests = [validate(q, p, Options()) for q, p in hotpot_requests(load_records(limit=8 * args.groups + 3))]
     for s in scorers.values():
         compress_requests(s, requests[:3])

@@ -71,7 +71,7 @@ def load_subset(name: str, n_docs: int, max_chars: int) -> tuple[dict[str, str],
 
 
 def _cache_path(model_name: str, doc_id: str, text: str, size: int) -> Path:
-    from thresher.models import cache_home
+    from thresher.cache import cache_home
 
     digest = hashlib.sha256(f"{model_name}|{size}|{text}".encode()).hexdigest()[:20]
     return cache_home() / "chunk-cache" / f"{doc_id}-{size}-{digest}.json"
@@ -171,8 +171,8 @@ def reference_check(model, docs: dict[str, str], size: int, n_windows: int) -> d
     import torch
     from transformers import AutoModelForCausalLM
 
+    from thresher.catalogue import smollm2_gguf
     from thresher.chunking.base import chunk_units
-    from thresher.models import smollm2_gguf
 
     gguf = smollm2_gguf()
     lm = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, gguf_file=gguf.name).eval()

@@ -33,8 +33,8 @@ from common import Stopwatch, command, hotpot_passages, load_records, md_table, 
 
 def _items(n: int, docs: int):
     from thresher.engine.request import Passage
+    from thresher.engine.scorer import ScoreInput
     from thresher.engine.segment import get_segmenter
-    from thresher.scorers.base import ScoreInput
 
     segment = get_segmenter("rules")
     items = []
@@ -67,18 +67,20 @@ def reference(model, tokenizer, prompts: list[str], yes: int, no: int, limit: in
 
 
 def run_model(label: str, lm, items, ref_sentences: int | None, onnx_dir: Path | None) -> list[dict]:
-    from thresher.engine.onnx_backend import SessionConfig
+    from thresher.catalogue import load_model
+    from thresher.engine.runner import CPU_CALL_TOKENS, SessionConfig
+    from thresher.engine.torch_backend import ModuleRunner
     from thresher.export.yesno import YesNoHead, describe
-    from thresher.manifest import read_manifest
-    from thresher.scorers.causal_yesno import CausalYesNoScorer, torch_runner
+    from thresher.scorers.causal_yesno import GRAPH_INPUTS, CausalYesNoScorer
 
     manifest = describe(lm, context="all")
     folder = Path(tempfile.mkdtemp(prefix="thresher-exit-"))
     lm.tokenizer.backend_tokenizer.save(str(folder / "tokenizer.json"))
     head = YesNoHead(lm.model, manifest["yes_id"], manifest["no_id"]).eval()
-    backends = {"torch": CausalYesNoScorer(folder, manifest, SessionConfig(), runner=torch_runner(head))}
+    runner = ModuleRunner(head, GRAPH_INPUTS, CPU_CALL_TOKENS["causal-yesno"])
+    backends = {"torch": CausalYesNoScorer(folder, manifest, runner)}
     if onnx_dir is not None:
-        backends["onnx"] = CausalYesNoScorer(onnx_dir, read_manifest(onnx_dir), SessionConfig(intra_op_threads=2))
+        backends["onnx"] = load_model(onnx_dir, session_config=SessionConfig(intra_op_threads=2))
     rows = []
     for i, item in enumerate(items):
         prompts = _prompts(backends["torch"], item)
@@ -111,8 +113,8 @@ def gemma_width_model():
     from tokenizers.processors import TemplateProcessing
     from transformers import AutoTokenizer, GemmaConfig, GemmaForCausalLM, PreTrainedTokenizerFast
 
+    from thresher.catalogue import smollm2_gguf
     from thresher.export.causal_lm import CausalLM, cached_checkpoint
-    from thresher.models import smollm2_gguf
 
     smol = cached_checkpoint(smollm2_gguf())
     tok = PreTrainedTokenizerFast(tokenizer_object=AutoTokenizer.from_pretrained(smol).backend_tokenizer,
@@ -138,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
+    from thresher.catalogue import smollm2_gguf
     from thresher.export.causal_lm import cached_checkpoint, load_causal_lm
-    from thresher.models import smollm2_gguf
 
     torch.set_num_threads(2)
     n = 1 if args.quick else args.requests

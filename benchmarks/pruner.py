@@ -39,9 +39,9 @@ BLOCK = 10
 
 class TorchReference:
     def __init__(self, threshold: float):
+        from thresher.catalogue import TRAINED_PRUNER
         from thresher.engine.tokenize import load_tokenizer
         from thresher.export.bert_pruner import load_trained_pruner
-        from thresher.models import TRAINED_PRUNER
 
         self.net, _, tok_path, _ = load_trained_pruner(TRAINED_PRUNER)
         self.tok = load_tokenizer(tok_path)
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.quick:
         args.n, args.warmup = 20, 2
     import thresher
-    from thresher.engine.onnx_backend import SessionConfig
+    from thresher.engine.runner import SessionConfig
 
     c = thresher.Compressor.load("minilm-pruner", session_config=SessionConfig(intra_op_threads=args.threads))
     ref = ReferenceProcess(c.threshold, args.threads)

@@ -280,8 +280,8 @@ def test_budgeted_compressor(retriever, cosine_compressor, trained_policy, corpu
 
 
 def test_cli_train_eval_compress(tiny_data, tmp_path, monkeypatch, capsys):
+    from thresher.catalogue import resolve
     from thresher.cli import main
-    from thresher.models import resolve
 
     model_dir = str(resolve("minilm-cosine"))  # exported once in the real cache; the index goes to tmp
     monkeypatch.setenv("THRESHER_HOME", str(tmp_path / "home"))

@@ -65,11 +65,10 @@ def tiny_checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def eos_model(tiny_checkpoint, tmp_path_factory):
+    from thresher.chunking.logits_guided import load_eos_model
     from thresher.export.causal_eos import export_causal_eos
-    from thresher.scorers.causal_eos import CausalEosModel
 
-    out = export_causal_eos(tiny_checkpoint, tmp_path_factory.mktemp("tiny-eos"))
-    return CausalEosModel(out)
+    return load_eos_model(export_causal_eos(tiny_checkpoint, tmp_path_factory.mktemp("tiny-eos")))
 
 
 def _partition_ok(text, chunks):
@@ -159,7 +158,7 @@ def test_checkpoint_folder_is_exported_once_as_causal_eos(tiny_checkpoint, tmp_p
 
     monkeypatch.setenv("THRESHER_HOME", str(tmp_path))
     model = load_eos_model(tiny_checkpoint)
-    cached = list((tmp_path / "models").glob("eos-*/thresher.json"))
+    cached = list((tmp_path / "models").glob("ckpt-causal-eos-*/thresher.json"))
     assert model.kind == "causal-eos" and len(cached) == 1
     assert load_eos_model(cached[0].parent).eos_id == model.eos_id
     chunker = make_chunker("logits-guided", 12, model=model)

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 import torch
 
-from thresher.engine.onnx_backend import SessionConfig
 from thresher.engine.request import Passage
+from thresher.engine.runner import CPU_CALL_TOKENS
+from thresher.engine.scorer import ScoreInput
 from thresher.engine.segment import get_segmenter
+from thresher.engine.torch_backend import ModuleRunner
 from thresher.export.causal_lm import CausalLM, cached_checkpoint, load_causal_lm, single_token_id
 from thresher.export.yesno import YesNoHead, describe, export_causal_yesno
-from thresher.scorers.base import ScoreInput
-from thresher.scorers.causal_yesno import CausalYesNoScorer, PromptTemplate, torch_runner
+from thresher.scorers.causal_yesno import GRAPH_INPUTS, CausalYesNoScorer, PromptTemplate
 
 from .conftest import load_jsonl
 
@@ -31,7 +32,7 @@ GEMMA_CHAT = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' i
 # -- fixtures: real SmolLM2 weights, and tiny random models in published checkpoint layouts ----
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
-    from thresher.models import smollm2_gguf
+    from thresher.catalogue import smollm2_gguf
 
     return cached_checkpoint(smollm2_gguf())
 
@@ -122,7 +123,7 @@ def _scorer(lm: CausalLM, folder: Path, **manifest_options) -> CausalYesNoScorer
     manifest = describe(lm, **manifest_options)
     lm.tokenizer.backend_tokenizer.save(str(folder / "tokenizer.json"))
     head = YesNoHead(lm.model, manifest["yes_id"], manifest["no_id"]).eval()
-    return CausalYesNoScorer(folder, manifest, SessionConfig(), runner=torch_runner(head))
+    return CausalYesNoScorer(folder, manifest, ModuleRunner(head, GRAPH_INPUTS, CPU_CALL_TOKENS["causal-yesno"]))
 
 
 def _flat(scores) -> np.ndarray:
@@ -176,7 +177,7 @@ def test_both_tokenization_paths_give_the_whole_prompt_ids(smollm2_dir, tmp_path
     lm.tokenizer.backend_tokenizer.save(str(tmp_path / "tokenizer.json"))
     for safe in (True, False):
         m = {**manifest, "prompt": {**manifest["prompt"], "junction_safe": safe}}
-        scorer = CausalYesNoScorer(tmp_path, m, SessionConfig(), runner=lambda feeds: None)
+        scorer = CausalYesNoScorer(tmp_path, m, runner=None)  # build_tree only: no model call
         tree = scorer.build_tree(items)
         rows = tree.rows
         width = rows["input_ids"].shape[1]
@@ -297,7 +298,7 @@ def test_prompt_over_the_window_is_split_by_documents(smollm2_dir, tmp_path):
 
     def tree(mode, window):
         m = {**manifest, "max_length": window, "context": mode}
-        return CausalYesNoScorer(tmp_path, m, SessionConfig(), runner=lambda f: None).build_tree(items)
+        return CausalYesNoScorer(tmp_path, m, runner=None).build_tree(items)
 
     own = tree("own", 8192)
     width = own.rows["input_ids"].shape[1]

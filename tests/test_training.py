@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from thresher.export.lora import add_adapters, apply_delta, delta_state, merge_adapters, save_delta
 from thresher.training.data import Example, fold_of, load_examples
-from thresher.training.lora import add_adapters, apply_delta, delta_state, merge_adapters, save_delta
 
 from .conftest import DATA, load_jsonl
 
@@ -68,10 +68,10 @@ def test_labels_follow_each_source():
 def test_training_inputs_are_what_the_scorer_feeds(pruner):
     """encode() must build, token for token, the block the encoder-pruner scorer runs."""
     from thresher.engine.request import Passage
-    from thresher.scorers.base import ScoreInput
+    from thresher.engine.scorer import ScoreInput
     from thresher.training.train import encode
 
-    scorer = pruner._scorer
+    scorer = pruner.scorer
     sentences = ("Paris is the capital of France.", " It has 2.1 million people.", " Lyon is smaller.")
     e = Example("t", "q", "How many people live in Paris?", "Paris", sentences, (0, 1, 0))
     enc = encode(scorer._tok, [e], 256, scorer._cls, scorer._sep)[0]

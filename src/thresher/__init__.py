@@ -7,10 +7,10 @@
 
 __version__ = "0.1.0"
 
+from thresher.catalogue import list_models  # noqa: E402
 from thresher.compressor import Compressor  # noqa: E402
 from thresher.engine.request import Limits, Options  # noqa: E402
 from thresher.engine.result import CompressionResult, PassageResult, Sentence  # noqa: E402
-from thresher.models import list_models  # noqa: E402
 
 load = Compressor.load
 

@@ -89,7 +89,7 @@ def _compress(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from thresher.models import export_checkpoint
+    from thresher.catalogue import export_checkpoint
 
     out = export_checkpoint(Path(args.checkpoint), Path(args.out), precision=args.precision)
     print(out)

@@ -8,10 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from thresher.engine.onnx_backend import SessionConfig
+from thresher.catalogue import load_model
 from thresher.engine.pipeline import compress_requests
 from thresher.engine.request import DEFAULT_LIMITS, Limits, Options, Request, validate
 from thresher.engine.result import CompressionResult
+from thresher.engine.runner import SessionConfig
+from thresher.engine.scorer import Scorer
+from thresher.scorers import SCORER_KINDS
 
 
 class Compressor:
@@ -22,19 +25,36 @@ class Compressor:
     >>> r.passages[0].pruned_text
     """
 
-    def __init__(self, scorer, limits: Limits = DEFAULT_LIMITS):
+    def __init__(self, scorer: Scorer, limits: Limits = DEFAULT_LIMITS):
         self._scorer = scorer
         self.limits = limits
 
     @classmethod
-    def load(cls, model: str | os.PathLike = "default", *, limits: Limits = DEFAULT_LIMITS,
-             session_config: SessionConfig | None = None, **model_options: Any) -> Compressor:
+    def load(cls, model: str | os.PathLike = "default", *, device: str = "cpu", backend: str = "onnx",
+             limits: Limits = DEFAULT_LIMITS, session_config: SessionConfig | None = None,
+             call_tokens: int | None = None, **model_options: Any) -> Compressor:
         """Load "default" (or another name in thresher.list_models()), a model directory, or a
-        Hugging Face checkpoint folder (exported once into the cache). `model_options` are
-        kind-specific settings fixed for this instance (see the README per model kind)."""
-        from thresher.models import load_scorer
+        Hugging Face checkpoint folder (exported once into the cache).
 
-        return cls(load_scorer(model, session_config, model_options), limits)
+        device: "cpu" | "cuda" | "cuda:N". backend: "onnx" (ONNX Runtime: the CPU package, or
+        onnxruntime-gpu's CUDA/TensorRT providers) | "torch" (the source checkpoint in torch with
+        the Triton kernels; needs torch). A missing device or package raises a clear error.
+        session_config: ONNX Runtime options. call_tokens: padded tokens per model call (default
+        per model kind and device). `model_options` are kind-specific settings fixed for this
+        instance (see the README per model kind).
+        """
+
+        scorer = load_model(model, device=device, backend=backend, session_config=session_config,
+                            call_tokens=call_tokens, **model_options)
+        if scorer.kind not in SCORER_KINDS:
+            raise TypeError(f"{model!r} is a {scorer.kind!r} model, which scores chunk boundaries, not "
+                            "sentences: use thresher.chunking.LogitsGuidedChunker(model=...)")
+        return cls(scorer, limits)
+
+    @property
+    def scorer(self) -> Scorer:
+        """The loaded scorer (read-only): kind, name, threshold, segmenter."""
+        return self._scorer
 
     @property
     def model(self) -> str:
@@ -49,8 +69,15 @@ class Compressor:
         """The model's default keep threshold (keep when score >= threshold)."""
         return self._scorer.threshold
 
-    def _request(self, question: object, passages: object, **options: Any) -> Request:
+    def validate(self, question: object, passages: object, **options: Any) -> Request:
+        """Check one request against this instance's limits (TypeError/ValueError naming the
+        field) and return it in normal form, for compress_validated()."""
         return validate(question, passages, Options(**options), self.limits)
+
+    def compress_validated(self, requests: list[Request]) -> list[CompressionResult]:
+        """Compress requests from validate() in one engine call (what batching front doors use:
+        the server's batcher, batch jobs)."""
+        return compress_requests(self._scorer, requests)
 
     def compress(self, question: str, passages: Sequence[str | Mapping[str, str]], *,
                  threshold: float | None = None, keep_ratio: float | None = None,
@@ -66,9 +93,9 @@ class Compressor:
             top_k: keep only the k passages with the highest rerank score.
             reorder: return passages best first by rerank score instead of input order.
         """
-        request = self._request(question, passages, threshold=threshold, keep_ratio=keep_ratio,
+        request = self.validate(question, passages, threshold=threshold, keep_ratio=keep_ratio,
                                 top_k=top_k, reorder=reorder)
-        return compress_requests(self._scorer, [request])[0]
+        return self.compress_validated([request])[0]
 
     def compress_batch(self, items: Iterable[Mapping[str, Any] | tuple], *, progress: bool = True,
                        batch_size: int = 8, **options: Any) -> list[CompressionResult]:
@@ -91,7 +118,7 @@ class Compressor:
             else:
                 raise TypeError(f"items[{i}] must be a (question, passages) tuple or a mapping")
             try:
-                requests.append(self._request(question, passages, **opts))
+                requests.append(self.validate(question, passages, **opts))
             except (TypeError, ValueError) as e:
                 raise type(e)(f"items[{i}]: {e}") from None
         from tqdm.auto import tqdm
@@ -100,7 +127,7 @@ class Compressor:
         with tqdm(total=len(requests), disable=not progress, unit="q", desc="compress") as bar:
             for start in range(0, len(requests), batch_size):
                 chunk = requests[start : start + batch_size]
-                results.extend(compress_requests(self._scorer, chunk))
+                results.extend(self.compress_validated(chunk))
                 bar.update(len(chunk))
         return results
 

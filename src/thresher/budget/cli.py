@@ -31,7 +31,7 @@ def _setup(args):
 def _sweep_cache(args) -> Path:
     if args.sweep_cache:
         return Path(args.sweep_cache)
-    from thresher.models import cache_home
+    from thresher.cache import cache_home
 
     return cache_home() / "budget" / "sweep.jsonl"
 

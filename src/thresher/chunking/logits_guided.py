@@ -31,29 +31,13 @@ from thresher.chunking.base import (
 DEFAULT_EOS_MODEL = "smollm2-eos"
 
 
-def load_eos_model(model: str | os.PathLike = DEFAULT_EOS_MODEL, session_config=None):
+def load_eos_model(model: str | os.PathLike = DEFAULT_EOS_MODEL, **options):
     """A CausalEosModel from a named model, a model directory or a causal LM checkpoint folder
     (exported once as `causal-eos` into the cache: a causal LM folder alone does not say which
-    kind it should become, so it is not left to config-based detection)."""
-    import hashlib
-    from pathlib import Path
+    kind it should become). options: thresher.catalogue.load_model's (device, session_config...)."""
+    from thresher.catalogue import load_model
 
-    from thresher import __version__
-    from thresher.manifest import MANIFEST
-    from thresher.models import export_into_cache, resolve
-    from thresher.scorers.causal_eos import CausalEosModel
-
-    path = Path(model)
-    if (path / "config.json").is_file() and not (path / MANIFEST).is_file():
-        from thresher.export.detect import exporter_for_kind
-
-        export = exporter_for_kind("causal-eos")
-        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-        model_dir = export_into_cache(f"eos-{digest}-{__version__}", lambda out: export(path, out),
-                                      f"checkpoint {path}")
-    else:
-        model_dir = resolve(model)
-    return CausalEosModel(model_dir, session_config=session_config)
+    return load_model(model, kind="causal-eos", **options)
 
 
 class _Doc:

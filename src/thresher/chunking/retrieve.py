@@ -20,10 +20,9 @@ RETRIEVERS = ("bm25", "dense")
 @lru_cache(maxsize=1)
 def default_embedder() -> Callable[[list[str]], np.ndarray]:
     """texts -> L2-normalised float32 [N, 384] with thresher's default MiniLM (ONNX, int8)."""
-    from thresher.models import load_scorer
+    from thresher.compressor import Compressor
 
-    scorer = load_scorer("minilm-cosine")
-    return lambda texts: scorer.embed(list(texts), {})
+    return Compressor.load("minilm-cosine").embed
 
 
 def _bm25_tokens(texts: Sequence[str]) -> list[list[str]]:

@@ -2,8 +2,9 @@
 
 Sequences arrive as one flat id buffer + cu_seqlens (+ a per-token label, usually a global
 sentence id). thresher._native.Packer places them first-fit-decreasing into rows of at most
-row_len tokens; split_runs() then groups rows into model calls of at most max_batch_tokens
-(rows x width, the work actually computed with padding).
+row_len tokens; split_runs() then groups rows into model calls of at most call_tokens
+(rows x width, the work actually computed with padding). cut_runs() is that one rule on row
+lengths alone, used by every scorer.
 """
 
 from __future__ import annotations
@@ -105,20 +106,23 @@ def pack_groups(ids: np.ndarray, cu_seqlens: np.ndarray, labels: np.ndarray, gro
                       rows.labels[order], placement)
 
 
-def split_runs(packed: PackedRows, max_batch_tokens: int) -> Iterator[PackedRows]:
-    """Yield consecutive row slices whose padded size (rows x fullest row) fits the budget.
+def cut_runs(fill: np.ndarray, call_tokens: float, min_fill: float = 0.5) -> Iterator[slice]:
+    """Consecutive slices of rows sorted fullest first (fill = real tokens per row) for model calls.
 
-    Rows come fullest first (FFD, pack_groups); a run also ends before a row that would be more
-    than half padding, so a short last row gets a narrow call of its own. A single row always
-    forms a run.
+    A run's padded size (rows x its first, widest row) stays within call_tokens, and a run ends
+    before a row filled less than min_fill of its first row, so a short tail gets a narrow call
+    of its own (min_fill=0: the budget alone decides). A single row always forms a run.
     """
-    fill = (packed.segment_ids > 0).sum(axis=1)
-    start, n = 0, fill.shape[0]
+    start, n = 0, len(fill)
     while start < n:
         stop, width = start + 1, int(fill[start])
-        while (stop < n and 2 * int(fill[stop]) >= width
-               and (stop + 1 - start) * max(width, int(fill[stop])) <= max_batch_tokens):
-            width = max(width, int(fill[stop]))
+        while stop < n and fill[stop] >= min_fill * width and (stop + 1 - start) * width <= call_tokens:
             stop += 1
-        yield packed.rows(slice(start, stop))
+        yield slice(start, stop)
         start = stop
+
+
+def split_runs(packed: PackedRows, call_tokens: int, min_fill: float = 0.5) -> Iterator[PackedRows]:
+    """cut_runs over packed rows (fullest first, as pack_groups and the FFD packer leave them)."""
+    for run in cut_runs((packed.segment_ids > 0).sum(axis=1), call_tokens, min_fill):
+        yield packed.rows(run)

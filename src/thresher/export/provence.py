@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from thresher import __version__
+from thresher.export.configs import is_provence_config
 from thresher.export.pruner_graph import export_pruner_graph
 from thresher.manifest import write_manifest
 
@@ -97,12 +98,6 @@ def _read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a JSON object")
     return data
-
-
-def is_provence_config(config: dict) -> bool:
-    """True for Provence and OpenProvence config.json contents (used by export.detect)."""
-    model_type = str(config.get("model_type", "")).lower()
-    return model_type in ("provence", "open_provence") or "Provence" in (config.get("architectures") or [])
 
 
 def inspect_checkpoint(checkpoint_dir: str | Path) -> Checkpoint:
@@ -195,6 +190,31 @@ def load_provence(checkpoint_dir: str | Path) -> tuple[ProvenceNet, Checkpoint]:
     return module.eval(), ckpt
 
 
+def describe(ckpt: Checkpoint, *, threshold: float | None = None, name: str = "",
+             source: dict | None = None) -> dict:
+    """The manifest of an encoder-pruner model for `ckpt` (without precision and file hashes)."""
+    from tokenizers import Tokenizer
+
+    tok = json.loads((ckpt.path / "tokenizer.json").read_text(encoding="utf-8"))
+    added = {t["content"]: t["id"] for t in tok.get("added_tokens", [])}
+    t = Tokenizer.from_file(str(ckpt.path / "tokenizer.json"))
+    special = {k.strip("[]").lower(): int(added.get(k, t.token_to_id(k))) for k in SPECIAL_TOKENS}
+    return {
+        "kind": "encoder-pruner",
+        "name": name or ckpt.path.name,
+        "source": source or {"path": str(ckpt.path), "layout": ckpt.layout},
+        "max_length": min(WINDOW, int(ckpt.backbone.get("max_position_embeddings", WINDOW))),
+        "special_ids": special,
+        "threshold": ckpt.threshold if threshold is None else float(threshold),
+        "threshold_rule": "strictly-above",
+        "segmenter": "punkt",
+        "rerank_activation": ckpt.rerank_activation,
+        "options": {"aggregation": "mean", "title": "first_sentence", "always_select_title": False,
+                    "rerank_blocks": "first"},
+        "exporter_version": __version__,
+    }
+
+
 def export_provence(checkpoint_dir: str | Path, out_dir: str | Path, *, precision: str = "int8",
                     threshold: float | None = None, name: str = "", source: dict | None = None) -> Path:
     """Write out_dir/{model.onnx, tokenizer.json, thresher.json}; returns out_dir.
@@ -208,94 +228,7 @@ def export_provence(checkpoint_dir: str | Path, out_dir: str | Path, *, precisio
     out_dir.mkdir(parents=True, exist_ok=True)
     extra = export_pruner_graph(module, int(ckpt.backbone["vocab_size"]), out_dir, precision, cls=1, low=4)
     shutil.copyfile(ckpt.path / "tokenizer.json", out_dir / "tokenizer.json")
-    tok = json.loads((ckpt.path / "tokenizer.json").read_text(encoding="utf-8"))
-    added = {t["content"]: t["id"] for t in tok.get("added_tokens", [])}
-    from tokenizers import Tokenizer
-
-    t = Tokenizer.from_file(str(ckpt.path / "tokenizer.json"))
-    special = {k.strip("[]").lower(): int(added.get(k, t.token_to_id(k))) for k in SPECIAL_TOKENS}
-    write_manifest(out_dir, {
-        "kind": "encoder-pruner",
-        "name": name or ckpt.path.name,
-        "source": source or {"path": str(ckpt.path), "layout": ckpt.layout},
-        "precision": precision,
-        "max_length": min(WINDOW, int(ckpt.backbone.get("max_position_embeddings", WINDOW))),
-        "special_ids": special,
-        "threshold": ckpt.threshold if threshold is None else float(threshold),
-        "threshold_rule": "strictly-above",
-        "segmenter": "punkt",
-        "rerank_activation": ckpt.rerank_activation,
-        "options": {"aggregation": "mean", "title": "first_sentence", "always_select_title": False,
-                    "rerank_blocks": "first"},
-        "exporter_version": __version__,
-        **extra,
-        "files": ["model.onnx", "tokenizer.json"],
-    })
+    write_manifest(out_dir, {**describe(ckpt, threshold=threshold, name=name, source=source),
+                             "precision": precision, **extra, "files": ["model.onnx", "tokenizer.json"]})
     log.info("exported %s (%s) to %s", ckpt.path, precision, out_dir)
     return out_dir
-
-
-def write_random_checkpoint(out_dir: str | Path, backbone: dict, tokenizer_json: str | Path,
-                            seed: int = 0, keep_bias: float = -2.0) -> Path:
-    """A randomly initialised checkpoint in Provence's published folder layout (for tests and
-    benchmarks: no machine here can download the real weights).
-
-    backbone: DeBERTa-v2 config keys (vocab_size, hidden_size, ...). keep_bias shifts the keep
-    logit so that random weights give keep probabilities spread around Provence's 0.1 threshold.
-    """
-    from safetensors.torch import save_file
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
-    net = ProvenceNet(backbone).eval()
-    with torch.no_grad():
-        nn.init.normal_(net.token_classifier.weight, std=1.0)
-        net.token_classifier.bias.copy_(torch.tensor([0.0, keep_bias]))
-        nn.init.normal_(net.classifier.weight, std=1.0)
-    state = {k: v.contiguous() for k, v in net.state_dict().items() if not k.endswith("position_ids")}
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    config = {"architectures": ["Provence"], "model_type": "Provence",
-              "auto_map": {"AutoConfig": "modeling_provence.ProvenceConfig",
-                           "AutoModel": "modeling_provence.Provence"},
-              "torch_dtype": "float32", **backbone}
-    (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    shutil.copyfile(tokenizer_json, out / "tokenizer.json")
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "DebertaV2Tokenizer", "model_max_length": WINDOW, "do_lower_case": False,
-        "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]",
-        "mask_token": "[MASK]"}, indent=2), encoding="utf-8")
-    (out / "special_tokens_map.json").write_text(json.dumps({
-        "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]",
-        "mask_token": "[MASK]"}, indent=2), encoding="utf-8")
-    return out
-
-
-def train_tokenizer(texts: list[str], vocab_size: int, path: str | Path) -> Path:
-    """A small DeBERTa-v3-style SentencePiece-Unigram fast tokenizer (Metaspace, [PAD]=0, [CLS]=1,
-    [SEP]=2, [UNK]=3), trained on `texts`; for random test/benchmark checkpoints."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.Unigram())
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
-    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
-    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"]
-    tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials,
-                                                           unk_token="[UNK]"))
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-        special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
-    tok.save(str(path))
-    return Path(path)
-
-
-def deberta_v3_backbone(vocab_size: int, hidden: int, layers: int, heads: int, intermediate: int) -> dict:
-    """DeBERTa-v3 config keys (relative attention, 256 log buckets, p2c+c2p, no absolute positions)."""
-    return {"vocab_size": vocab_size, "hidden_size": hidden, "num_hidden_layers": layers,
-            "num_attention_heads": heads, "intermediate_size": intermediate, "hidden_act": "gelu",
-            "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-            "max_position_embeddings": 512, "type_vocab_size": 0, "initializer_range": 0.02,
-            "layer_norm_eps": 1e-7, "relative_attention": True, "max_relative_positions": -1,
-            "position_buckets": 256, "norm_rel_ebd": "layer_norm", "share_att_key": True,
-            "pos_att_type": ["p2c", "c2p"], "position_biased_input": False, "pad_token_id": 0,
-            "pooler_hidden_size": hidden, "pooler_hidden_act": "gelu", "pooler_dropout": 0}

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from thresher.engine.runner import open_session
 from thresher.export.onnx_io import export_onnx, max_abs_diff, quantize_int8, verify
 
 PRECISIONS = ("fp32", "int8", "fp16")
@@ -38,7 +39,6 @@ def random_feeds(vocab: int, seed: int, rows: int = 3, *, cls: int, low: int) ->
 
 def masked_diff(path: Path, module: nn.Module, feeds_list: list[dict]) -> float:
     """Largest |ORT - torch| over real (unpadded) positions and all rank logits."""
-    from thresher.engine.onnx_backend import open_session
 
     sess, worst = open_session(path), 0.0
     for feeds in feeds_list:

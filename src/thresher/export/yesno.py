@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from thresher import __version__
+from thresher._native import pack_tree
+from thresher.engine.tree_mask import sliding_window_of, tree_masks
 from thresher.export.causal_lm import CausalLM, load_causal_lm, single_token_id, special_ids_added
 from thresher.export.onnx_io import quantize_int8, verify
-from thresher.export.tree_mask import sliding_window_of, tree_masks
 from thresher.manifest import write_manifest
 from thresher.scorers.causal_yesno import CONTEXT_MODES, EXIT_TEMPLATE, USER_MESSAGE, PromptTemplate
 
@@ -61,7 +62,6 @@ class YesNoHead(torch.nn.Module):
 
 def example_tree(vocab: int, seed: int, pad_id: int = 0) -> dict[str, np.ndarray]:
     """A random packed tree batch (2-3 rows, uneven widths, padding) as pack_tree emits it."""
-    from thresher._native import pack_tree
 
     rng = np.random.default_rng(seed)
     groups = int(rng.integers(2, 4))

@@ -12,23 +12,17 @@ from pathlib import Path
 
 import numpy as np
 
-from thresher.engine.onnx_backend import SessionConfig, open_session
+from thresher.engine.batch import cut_runs
+from thresher.engine.runner import Runner
 from thresher.engine.timing import timed
 from thresher.engine.tokenize import load_tokenizer
-from thresher.manifest import read_manifest
-
-MAX_BATCH_TOKENS = 8_192  # padded tokens per ONNX call (bounds activations, ~1 GB for 135M)
 
 
 class CausalEosModel:
     kind = "causal-eos"
 
-    def __init__(self, model_dir: str | Path, manifest: dict | None = None,
-                 session_config: SessionConfig | None = None):
+    def __init__(self, model_dir: str | Path, manifest: dict, runner: Runner):
         model_dir = Path(model_dir)
-        manifest = manifest or read_manifest(model_dir)
-        if manifest["kind"] != self.kind:
-            raise ValueError(f"{model_dir} holds a {manifest['kind']!r} model, not {self.kind!r}")
         self.name = manifest["name"]
         self.segmenter = manifest.get("segmenter", "rules")
         self.max_length = int(manifest["max_length"])
@@ -39,7 +33,7 @@ class CausalEosModel:
             self._tok.encode(manifest["prompt_prefix"], add_special_tokens=False).ids, np.int64)
         if self.prefix_ids.size >= self.max_length:
             raise ValueError(f"{model_dir}: the prompt prefix alone fills max_length {self.max_length}")
-        self._session = open_session(model_dir / "model.onnx", session_config or SessionConfig())
+        self._runner = runner  # padded tokens per call: runner.call_tokens (bounds activations)
 
     def eos_log_probs(self, windows: list[str], ends: list[np.ndarray],
                       timings: dict[str, float] | None = None) -> list[np.ndarray]:
@@ -61,14 +55,12 @@ class CausalEosModel:
                 rows.append(np.concatenate([self.prefix_ids, np.asarray(enc.ids[:room], np.int64)]))
                 reads.append(np.where((tok >= 0) & (e > 0) & (e <= kept_end), self.prefix_ids.size + tok, -1))
         out = [np.full(len(e), -np.inf, np.float32) for e in ends]
-        order = np.argsort([-r.size for r in rows], kind="stable")
+        lengths = np.array([r.size for r in rows], np.int64)
+        order = np.argsort(-lengths, kind="stable")
         with timed(timings, "model"):
-            i = 0
-            while i < order.size:
-                width = rows[order[i]].size
-                take = max(1, MAX_BATCH_TOKENS // width)
-                batch = order[i : i + take].tolist()
-                i += take
+            for part in cut_runs(lengths[order], self._runner.call_tokens, min_fill=0.0):
+                batch = order[part].tolist()
+                width = rows[batch[0]].size
                 n = max(1, max(len(ends[b]) for b in batch))
                 ids = np.full((len(batch), width), self.pad_id, np.int64)
                 mask = np.zeros((len(batch), width), np.int64)
@@ -77,7 +69,7 @@ class CausalEosModel:
                     ids[r, : rows[b].size] = rows[b]
                     mask[r, : rows[b].size] = 1
                     pos[r, : reads[b].size] = np.maximum(reads[b], 0)
-                (logp,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "positions": pos})
+                (logp,) = self._runner.run({"input_ids": ids, "attention_mask": mask, "positions": pos})
                 for r, b in enumerate(batch):
                     valid = reads[b] >= 0
                     out[b][valid] = logp[r, : reads[b].size][valid]

@@ -16,25 +16,25 @@ sentence blocks of one document), never cut.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from thresher._native import pack_tree
-from thresher.engine.onnx_backend import SessionConfig, open_session
+from thresher.engine.batch import cut_runs
+from thresher.engine.runner import Runner
+from thresher.engine.scorer import ScoreInput, Scores
 from thresher.engine.timing import timed
 from thresher.engine.tokenize import encode_flat, load_tokenizer
-from thresher.scorers.base import ScoreInput, Scores
 
 USER_MESSAGE = ("Query:\n{query}\nFull context:\n{context}\nSentence:\n{sentence}\n"
                 'Is this sentence useful in answering the query? Answer only "Yes" or "No".')
 # EXIT's prompt (arXiv 2412.12559, Table 6) as a Gemma chat turn; BOS comes from the tokenizer.
 EXIT_TEMPLATE = "<start_of_turn>user\n" + USER_MESSAGE + "<end_of_turn>\n<start_of_turn>model\n"
 CONTEXT_MODES = ("all", "own")
+GRAPH_INPUTS = ("input_ids", "position_ids", "branch_ids", "score_index")  # -> yes/no logits [N, 2]
 MAX_ROW_TOKENS = 4_096  # one row = prefix + branches; more branches go to rows repeating the prefix
-MAX_BATCH_TOKENS = 8_192  # rows x width per model call; the mask costs rows x width^2 bytes x 4
 
 
 class PromptTemplate:
@@ -80,36 +80,15 @@ class _Group:
     pieces: list[tuple[int, int, int]]  # (passage, first sentence, end sentence)
 
 
-def onnx_runner(path: Path, config: SessionConfig) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
-    session = open_session(path, config)
-    return lambda feeds: session.run(None, feeds)[0]
-
-
-def torch_runner(module) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
-    """Run an export.yesno.YesNoHead in torch (CPU or the module's device) instead of ONNX."""
-    import torch
-
-    device = next(module.parameters()).device
-    names = ("input_ids", "position_ids", "branch_ids", "score_index")
-
-    def run(feeds: dict[str, np.ndarray]) -> np.ndarray:
-        with torch.inference_mode():
-            args = [torch.from_numpy(feeds[k]).to(device) for k in names]
-            return module(*args).float().cpu().numpy()
-
-    return run
-
-
 class CausalYesNoScorer:
     kind = "causal-yesno"
 
-    def __init__(self, model_dir: str | Path, manifest: dict, session_config: SessionConfig, *,
-                 context: str | None = None, max_row_tokens: int = MAX_ROW_TOKENS,
-                 max_batch_tokens: int = MAX_BATCH_TOKENS,
-                 runner: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None):
+    def __init__(self, model_dir: str | Path, manifest: dict, runner: Runner, *,
+                 context: str | None = None, max_row_tokens: int = MAX_ROW_TOKENS):
         """context: "all" | "own" (default from the manifest). max_row_tokens: row budget of the
-        tree packer (raised for a prompt that needs more). max_batch_tokens: rows x width per
-        model call. runner: run packed rows another way (e.g. torch_runner) instead of ONNX."""
+        tree packer (raised for a prompt that needs more). The runner's call_tokens bounds the
+        rows x width of each model call; its graph maps {input_ids, position_ids, branch_ids,
+        score_index} to yes/no logits [N, 2]."""
         model_dir = Path(model_dir)
         self.name = manifest["name"]
         self.threshold = float(manifest["threshold"])
@@ -117,10 +96,9 @@ class CausalYesNoScorer:
         self.context = context or manifest["context"]
         if self.context not in CONTEXT_MODES:
             raise ValueError(f"context must be one of {CONTEXT_MODES}, got {self.context!r}")
-        for field, value in (("max_row_tokens", max_row_tokens), ("max_batch_tokens", max_batch_tokens)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{field} must be an int >= 1, got {value!r}")
-        self.max_row_tokens, self.max_batch_tokens = max_row_tokens, max_batch_tokens
+        if isinstance(max_row_tokens, bool) or not isinstance(max_row_tokens, int) or max_row_tokens < 1:
+            raise ValueError(f"max_row_tokens must be an int >= 1, got {max_row_tokens!r}")
+        self.max_row_tokens = max_row_tokens
         self.window = int(manifest["max_length"])
         prompt = manifest["prompt"]
         self.template = PromptTemplate(prompt["template"])
@@ -129,7 +107,7 @@ class CausalYesNoScorer:
         self._apart = bool(prompt["junction_safe"])
         self._pad = int(manifest["pad_id"])
         self._tok = load_tokenizer(model_dir / "tokenizer.json")
-        self._run = runner or onnx_runner(model_dir / "model.onnx", session_config)
+        self._runner = runner
 
     # -- prompts ---------------------------------------------------------------------------
     def _context_text(self, item: ScoreInput, pieces: list[tuple[int, int, int]]) -> str:
@@ -245,7 +223,7 @@ class CausalYesNoScorer:
 
     # -- model -----------------------------------------------------------------------------
     def run_tree(self, tree: TreeBatch) -> np.ndarray:
-        """Yes/no logits [N, 2] of every branch, rows batched under max_batch_tokens."""
+        """Yes/no logits [N, 2] of every branch, rows batched under the runner's call_tokens."""
         rows = tree.rows
         n = rows["score_index"].shape[0]
         out = np.zeros((n, 2), np.float32)
@@ -255,12 +233,8 @@ class CausalYesNoScorer:
         fill = (rows["branch_ids"] >= 0).sum(axis=1)
         order = np.argsort(-fill, kind="stable")
         b_row, b_col = rows["score_index"] // width, rows["score_index"] % width
-        start = 0
-        while start < order.shape[0]:
-            stop, w = start + 1, int(fill[order[start]])
-            while stop < order.shape[0] and (stop + 1 - start) * w <= self.max_batch_tokens:
-                stop += 1
-            run = order[start:stop]
+        for part in cut_runs(fill[order], self._runner.call_tokens, min_fill=0.0):
+            run, w = order[part], int(fill[order[part.start]])
             local = np.full(rows["input_ids"].shape[0], -1, np.int64)
             local[run] = np.arange(run.shape[0])
             mine = np.flatnonzero(local[b_row] >= 0)
@@ -270,8 +244,7 @@ class CausalYesNoScorer:
                 "branch_ids": np.ascontiguousarray(rows["branch_ids"][run, :w]),
                 "score_index": local[b_row[mine]] * w + b_col[mine],
             }
-            out[mine] = self._run(feeds)
-            start = stop
+            out[mine] = self._runner.run(feeds)[0]
         return out
 
     def score(self, items: list[ScoreInput], timings: dict[str, float]) -> list[Scores]:

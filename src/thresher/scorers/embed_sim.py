@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from thresher.engine.batch import pack_groups, split_runs
-from thresher.engine.onnx_backend import SessionConfig, open_session
 from thresher.engine.reduce import segment_mean
+from thresher.engine.runner import Runner
+from thresher.engine.scorer import ScoreInput, Scores
 from thresher.engine.timing import timed
 from thresher.engine.tokenize import encode_flat, load_tokenizer
-from thresher.scorers.base import ScoreInput, Scores
 
 # Rows are only as wide as the longest sequence (at least MIN_ROW_LEN), not max_length: the
 # block-diagonal attention is computed densely per row, so each token costs row-width work.
@@ -53,7 +53,7 @@ def wrap_windows(ids: np.ndarray, cu: np.ndarray, window: int, cls: int, sep: in
 class EmbedSimScorer:
     kind = "embed-sim"
 
-    def __init__(self, model_dir: str | Path, manifest: dict, session_config: SessionConfig):
+    def __init__(self, model_dir: str | Path, manifest: dict, runner: Runner):
         model_dir = Path(model_dir)
         self.name = manifest["name"]
         self.threshold = float(manifest["threshold"])
@@ -62,8 +62,7 @@ class EmbedSimScorer:
         ids = manifest["special_ids"]
         self._cls, self._sep, self._pad = ids["cls"], ids["sep"], ids["pad"]
         self._tok = load_tokenizer(model_dir / "tokenizer.json")
-        self._session = open_session(model_dir / "model.onnx", session_config)
-        self.call_tokens = session_config.call_tokens
+        self._runner = runner
 
     def embed(self, texts: list[str], timings: dict[str, float], groups: list[int] | None = None) -> np.ndarray:
         """L2-normalised mean-pooled embeddings [len(texts), H], float32.
@@ -81,8 +80,8 @@ class EmbedSimScorer:
                                  row_len=self.max_length, min_row_len=MIN_ROW_LEN, pad_id=self._pad)
         states, token_labels = [], []
         with timed(timings, "run"):
-            for run in split_runs(packed, self.call_tokens):
-                (hidden,) = self._session.run(None, {
+            for run in split_runs(packed, self._runner.call_tokens):
+                (hidden,) = self._runner.run({
                     "input_ids": run.input_ids, "position_ids": run.position_ids,
                     "segment_ids": run.segment_ids,
                 })

@@ -36,11 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from thresher.engine.batch import pack, split_runs
-from thresher.engine.onnx_backend import SessionConfig, open_session
+from thresher.engine.batch import cut_runs, pack, split_runs
+from thresher.engine.runner import Runner
+from thresher.engine.scorer import ScoreInput, Scores
 from thresher.engine.timing import timed
 from thresher.engine.tokenize import encode_flat, load_tokenizer
-from thresher.scorers.base import ScoreInput, Scores
 
 MIN_FILL = 0.8  # a run's rows are >= 80% of its widest row: padding costs at most ~25% extra work
 AGGREGATIONS = ("mean", "vote")
@@ -96,18 +96,17 @@ def sentence_scores(probs: np.ndarray, labels: np.ndarray, n: int, aggregation: 
 class EncoderPrunerScorer:
     kind = "encoder-pruner"
 
-    def __init__(self, model_dir: str | Path, manifest: dict, session_config: SessionConfig, *,
+    def __init__(self, model_dir: str | Path, manifest: dict, runner: Runner, *,
                  threshold: float | None = None, aggregation: str | None = None,
                  title: str | None = "manifest", always_select_title: bool | None = None,
-                 rerank_blocks: str | None = None, max_batch_tokens: int | None = None):
+                 rerank_blocks: str | None = None):
         """Options default to the manifest's "options"; unknown keywords raise TypeError.
 
         threshold: default keep threshold (sentence kept when its score is strictly above it).
         aggregation: "mean" | "vote". title: "first_sentence" | "given" | None.
         always_select_title: keep the title sentence whenever another sentence is kept.
         rerank_blocks: "first" (reference) | "max" over a long passage's blocks.
-        max_batch_tokens: padded tokens per model call (default: the session config's
-        call_tokens, at least one max_length row).
+        The runner's call_tokens bounds each model call (a single row always forms a call).
         """
         model_dir = Path(model_dir)
         defaults = manifest.get("options", {})
@@ -132,16 +131,10 @@ class EncoderPrunerScorer:
                                        ("rerank_activation", self.rerank_activation, ("identity", "sigmoid"))):
             if value not in allowed:
                 raise ValueError(f"{option} must be one of {list(allowed)}, got {value!r}")
-        if max_batch_tokens is None:
-            max_batch_tokens = max(session_config.call_tokens, self.max_length)
-        if not isinstance(max_batch_tokens, int) or max_batch_tokens < self.max_length:
-            raise ValueError(f"max_batch_tokens must be an int >= max_length ({self.max_length}), "
-                             f"got {max_batch_tokens!r}")
-        self.max_batch_tokens = max_batch_tokens
         ids = manifest["special_ids"]
         self._cls, self._sep, self._pad = int(ids["cls"]), int(ids["sep"]), int(ids["pad"])
         self._tok = load_tokenizer(model_dir / "tokenizer.json")
-        self._session = open_session(model_dir / "model.onnx", session_config)
+        self._runner = runner
 
     # -- inputs ---------------------------------------------------------------------------------
 
@@ -205,11 +198,8 @@ class EncoderPrunerScorer:
         wherever a row is shorter than MIN_FILL of its run's first row, so little padding is
         computed: DeBERTa spends width^2 per row on its disentangled attention."""
         fill = (packed.segment_ids > 0).sum(axis=1)
-        start = 0
-        for stop in range(1, fill.shape[0] + 1):
-            if stop == fill.shape[0] or fill[stop] < MIN_FILL * fill[start]:
-                yield from split_runs(packed.rows(slice(start, stop)), self.max_batch_tokens)
-                start = stop
+        for group in cut_runs(fill, np.inf, MIN_FILL):
+            yield from split_runs(packed.rows(group), self._runner.call_tokens)
 
     def run_blocks(self, ids, cu, labels, timings):
         """Run every block; returns token keep-probs and labels (real context tokens only) and the
@@ -222,7 +212,7 @@ class EncoderPrunerScorer:
         row0 = 0
         with timed(timings, "run"):
             for run in self._runs(packed):
-                keep, rank = self._session.run(None, {
+                keep, rank = self._runner.run({
                     "input_ids": run.input_ids,
                     "attention_mask": (run.segment_ids > 0).astype(np.int64),
                 })

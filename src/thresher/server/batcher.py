@@ -15,10 +15,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from thresher.engine.pipeline import compress_requests
+from thresher.compressor import Compressor
 from thresher.engine.request import Request
 from thresher.engine.result import CompressionResult
-from thresher.scorers.base import Scorer
 from thresher.server.errors import ServiceError
 from thresher.server.metrics import Metrics
 from thresher.server.queue import Entry, Queue
@@ -40,8 +39,8 @@ class Outcome:
 
 
 class Batcher:
-    def __init__(self, scorer: Scorer, queue: Queue, settings: Settings, metrics: Metrics):
-        self.scorer = scorer
+    def __init__(self, compressor: Compressor, queue: Queue, settings: Settings, metrics: Metrics):
+        self.compressor = compressor
         self.queue = queue
         self.settings = settings
         self.metrics = metrics
@@ -50,6 +49,7 @@ class Batcher:
         self._task: asyncio.Task | None = None
         self._busy = False
         self.seconds_per_token = 0.0  # moving average over recent batches; 0 until one has run
+        self.last_success = 0.0  # time.monotonic() of the last batch that produced a result
 
     def estimated_queue_wait_s(self) -> float:
         """How long the queued work would take at the recent pace."""
@@ -57,6 +57,10 @@ class Batcher:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="thresher-batcher")
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
 
     @property
     def idle(self) -> bool:
@@ -102,7 +106,7 @@ class Batcher:
         requests = [e.request for e in batch]
         try:
             outcomes: list[CompressionResult | ServiceError] = list(
-                await loop.run_in_executor(self._executor, compress_requests, self.scorer, requests))
+                await loop.run_in_executor(self._executor, self.compressor.compress_validated, requests))
         except Exception:
             # One bad request must not fail its batch-mates: rerun them one by one.
             outcomes = [await loop.run_in_executor(self._executor, self._run_one, r) for r in requests]
@@ -112,6 +116,7 @@ class Batcher:
         self.metrics.stage_duration.labels("inference").observe(inference_ms / 1e3)
         first = next((o for o in outcomes if isinstance(o, CompressionResult)), None)
         if first is not None:
+            self.last_success = time.monotonic()
             for stage, ms in first.timings_ms.items():
                 if stage != "total":
                     self.metrics.stage_duration.labels(stage).observe(ms / 1e3)
@@ -126,7 +131,7 @@ class Batcher:
 
     def _run_one(self, request: Request) -> CompressionResult | ServiceError:
         try:
-            return compress_requests(self.scorer, [request])[0]
+            return self.compressor.compress_validated([request])[0]
         except (TypeError, ValueError) as e:
             return ServiceError("validation", str(e))
         except Exception as e:

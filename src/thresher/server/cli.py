@@ -10,7 +10,7 @@ from thresher.server.settings import Settings, add_arguments, from_args
 log = logging.getLogger("thresher.server")
 
 
-def build_server(settings: Settings, scorer=None, log_level: str = "warning"):
+def build_server(settings: Settings, compressor=None, log_level: str = "warning"):
     """A uvicorn.Server for the app (not started). Shutdown (SIGINT/SIGTERM, or should_exit=True)
     stops accepting connections, lets in-flight requests finish for up to drain_timeout_s, then
     stops the batcher."""
@@ -18,10 +18,10 @@ def build_server(settings: Settings, scorer=None, log_level: str = "warning"):
 
     from thresher.server.app import create_app
 
-    app = create_app(settings, scorer)
+    app = create_app(settings, compressor)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             timeout_graceful_shutdown=settings.drain_timeout_s, access_log=False,
-                            lifespan="on")
+                            lifespan="on", limit_concurrency=settings.max_connections)
     return uvicorn.Server(config)
 
 

@@ -15,10 +15,12 @@ class ErrorKind:
 
 
 ERRORS: dict[str, ErrorKind] = {
-    "malformed": ErrorKind(400, "The body is not valid UTF-8 JSON."),
+    "malformed": ErrorKind(400, "The body is not valid UTF-8 JSON (or nests deeper than Python's JSON "
+                                "parser allows, or holds an integer of more than 4,300 digits)."),
     "unauthorized": ErrorKind(401, "Missing or wrong `Authorization: Bearer <key>` (only when api_key is set)."),
     "not_found": ErrorKind(404, "No such route."),
     "method_not_allowed": ErrorKind(405, "The route exists but not with this method."),
+    "body_timeout": ErrorKind(408, "The body did not arrive within body_timeout_s."),
     "payload_too_large": ErrorKind(413, "The body is larger than max_body_bytes."),
     "validation": ErrorKind(422, "The JSON does not describe a valid request (the message names the "
                                  "field), or a limit (passages, characters, client batch size) is exceeded."),
@@ -26,7 +28,7 @@ ERRORS: dict[str, ErrorKind] = {
     "overloaded": ErrorKind(503, "The queue is full (max_queued_requests), or its work is estimated to take "
                                  "longer than max_queue_wait_s; retry after Retry-After seconds."),
     "shutting_down": ErrorKind(503, "The server is draining for shutdown and takes no new work."),
-    "unhealthy": ErrorKind(503, "The health probe through the model failed."),
+    "unhealthy": ErrorKind(503, "The batcher is not running, or the model failed its health probe."),
     "timeout": ErrorKind(504, "The request took longer than request_timeout_s, queueing included; "
                               "if it was still queued it was dropped uncomputed."),
 }

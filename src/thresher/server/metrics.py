@@ -19,7 +19,7 @@ class Metrics:
         self.request_duration = Histogram("thresher_request_duration_seconds",
                                           "HTTP request latency by route and status, queueing included",
                                           ["route", "status"], buckets=DURATION_BUCKETS, registry=r)
-        self.failures = Counter("thresher_request_failure", "Error responses by error_type", ["err"],
+        self.failures = Counter("thresher_request_failure", "Error responses by error_type", ["error_type"],
                                 registry=r)
         self.dropped = Counter("thresher_dropped", "Queued engine requests dropped before computing, by "
                                "reason (disconnected: the client left; timeout: the deadline passed)",

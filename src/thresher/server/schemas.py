@@ -69,8 +69,10 @@ RERANK_RESULT = {
                              "text": {"type": "string"}}},
 }
 
-HEALTH = {"type": "object", "properties": {"status": {"type": "string"}, "model": {"type": "string"},
-                                           "kind": {"type": "string"}}}
+HEALTH = {"type": "object", "properties": {
+    "status": {"type": "string"}, "model": {"type": "string"}, "kind": {"type": "string"},
+    "queued": {"type": "integer", "description": "engine requests waiting"},
+    "last_success_s": {"type": "number", "description": "seconds since the model last answered"}}}
 
 
 def json_body(schema: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ README's settings table from these fields, so the docs cannot drift from the cod
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from dataclasses import MISSING, dataclass, field, fields, replace
 
@@ -26,7 +27,11 @@ class Settings:
     model: str = _setting("default", "Model name, model directory or checkpoint folder to serve.")
     api_key: str | None = _setting(
         None, "If set, /v1/* requires `Authorization: Bearer <key>` (401 otherwise); /health and "
-              "/metrics stay open for probes. Prefer the env var: flags show in the process list.")
+              "/metrics stay open for probes (they never run the model on demand). Prefer the env var: "
+              "flags show in the process list.")
+    docs: bool = _setting(
+        True, "Serve /docs, /redoc and /openapi.json: the API's shape, no data, so they stay open when "
+              "api_key is set; false removes them.")
     max_batch_tokens: int = _setting(
         16_384, "Token budget of one batch (estimated as characters/4 before tokenizing). Larger "
                 "batches amortise per-call overhead but every request in them waits for the whole batch.")
@@ -45,6 +50,15 @@ class Settings:
               "well under request_timeout_s, so that admitted requests finish before their deadline.")
     max_client_batch_size: int = _setting(
         32, "Most requests in one POST /v1/compress list body.")
+    body_timeout_s: float = _setting(
+        10.0, "Time a client has to send its whole body once the headers arrived (408 after), so a "
+              "slow or stalled upload cannot hold a connection and its buffer indefinitely.")
+    max_connections: int = _setting(
+        256, "Open connections at most; more get 503 at once. Bounds what slow clients can hold "
+             "(uvicorn has no header read timeout: put a proxy in front for that).")
+    health_interval_s: float = _setting(
+        10.0, "/health answers from the last successful batch when it is this recent; otherwise it "
+              "runs one tiny probe through the model beside the queue (at most once per interval).")
     request_timeout_s: float = _setting(
         30.0, "Deadline per request, queueing included; past it the answer is 504 and a request "
               "still queued is dropped before it is computed.")
@@ -61,16 +75,20 @@ class Settings:
     def __post_init__(self) -> None:
         for name in ("max_batch_tokens", "max_batch_requests", "max_queued_requests",
                      "max_client_batch_size", "max_body_bytes", "max_passages", "max_passage_chars",
-                     "max_question_chars", "max_request_chars"):
+                     "max_question_chars", "max_request_chars", "max_connections"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        for name in ("max_wait_ms", "max_queue_wait_s", "request_timeout_s", "drain_timeout_s"):
+        for name in ("max_wait_ms", "max_queue_wait_s", "request_timeout_s", "drain_timeout_s",
+                     "body_timeout_s", "health_interval_s"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-        if self.request_timeout_s == 0:
-            raise ValueError("request_timeout_s must be > 0")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        for name in ("request_timeout_s", "body_timeout_s"):
+            if getattr(self, name) == 0:
+                raise ValueError(f"{name} must be > 0")
+        if not isinstance(self.docs, bool):
+            raise ValueError(f"docs must be a bool, got {self.docs!r}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
 
@@ -95,15 +113,24 @@ def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def _kind(f) -> type:
-    return {"int": int, "float": float}.get(str(f.type), str)
+def _flag(raw: str) -> bool:
+    value = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
+             "off": False}.get(raw.strip().lower())
+    if value is None:
+        raise ValueError(f"{raw!r} is not one of true/false, yes/no, on/off, 1/0")
+    return value
 
 
-def _parse(name: str, kind: type, raw: str):
+def _kind(f):
+    return {"int": int, "float": float, "bool": _flag}.get(str(f.type), str)
+
+
+def _parse(name: str, kind, raw: str):
     try:
         return kind(raw)
     except ValueError:
-        raise ValueError(f"{env_name(name)}={raw!r} is not a valid {kind.__name__}") from None
+        what = "bool" if kind is _flag else kind.__name__
+        raise ValueError(f"{env_name(name)}={raw!r} is not a valid {what}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

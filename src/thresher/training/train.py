@@ -22,7 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from thresher.engine.tokenize import encode_flat, load_tokenizer
 from thresher.export.bert_pruner import minilm_pruner
+from thresher.export.lora import add_adapters, delta_state, save_delta
+from thresher.scorers.encoder_pruner import normalize_question, sentence_scores
 from thresher.training.data import Example, load_examples
 
 log = logging.getLogger(__name__)
@@ -61,8 +64,6 @@ class Encoded:
 
 
 def encode(tok, examples: list[Example], max_length: int, cls: int, sep: int) -> list[Encoded]:
-    from thresher.engine.tokenize import encode_flat
-    from thresher.scorers.encoder_pruner import normalize_question
 
     q_ids, q_cu = encode_flat(tok, [normalize_question(e.question) for e in examples])
     t_ids, t_cu = encode_flat(tok, [e.title for e in examples])
@@ -122,7 +123,6 @@ def sentence_probs(net, encoded: list[Encoded], pad: int, batch_tokens: int,
                    device: str = "cpu") -> list[np.ndarray]:
     """Mean keep probability per sentence of every example (0 for a sentence cut off by max_length),
     aggregated exactly as the encoder-pruner scorer does."""
-    from thresher.scorers.encoder_pruner import sentence_scores
 
     out: list[np.ndarray] = [np.zeros(0)] * len(encoded)
     net.eval()
@@ -156,8 +156,6 @@ def recall_at_removal(examples: list[Example], probs: list[np.ndarray], removed:
 def train(config: TrainConfig, out_dir: str | Path, progress=None) -> dict:
     """Train, keep the best epoch by validation recall, write out_dir/{delta.safetensors,
     train.json}; returns the run record."""
-    from thresher.engine.tokenize import load_tokenizer
-    from thresher.training.lora import add_adapters, delta_state, save_delta
 
     if config.epochs < 1 or config.rank < 1:
         raise ValueError(f"epochs and rank must be >= 1, got epochs={config.epochs}, rank={config.rank}")

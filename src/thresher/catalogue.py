@@ -1,7 +1,8 @@
-"""Model resolution: a name, a model directory or a checkpoint folder -> a loaded scorer.
+"""The named models and model resolution: a name, a model directory or a checkpoint folder ->
+a loaded model of any kind (the three scorer kinds and causal-eos), on the runner asked for.
 
 Named models (like "default") and checkpoint folders are exported once into the user cache
-($THRESHER_HOME, else ~/.cache/thresher) and loaded from there afterwards without torch.
+(thresher.cache) and loaded from there afterwards without torch.
 An export is written into a temporary folder and renamed into place, so a crash never leaves
 a half-written model that a later load would trust.
 """
@@ -15,8 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from thresher import __version__
-from thresher.engine.onnx_backend import SessionConfig
+from thresher.backends import make_runner, torch_checkpoint
+from thresher.cache import cache_home
+from thresher.engine.runner import SessionConfig
+from thresher.engine.segment import DEFAULT_SEGMENTER
+from thresher.export.detect import COSINE_THRESHOLD
 from thresher.manifest import MANIFEST, atomic_directory, read_manifest
+from thresher.scorers import MODELS
 
 
 @dataclass(frozen=True)
@@ -105,10 +111,6 @@ TRAINED_PRUNER = Path(__file__).parent / "trained" / "minilm_pruner"
 # whose gold-supporting-sentence recall is >= 0.90 (0.902 at 60.4% of characters removed).
 # See benchmarks/RESULTS.md, "Default model: quality".
 PRUNER_THRESHOLD = 0.0074
-# Chosen on hotpotqa_distractor/dev.jsonl (221 questions) by benchmarks/quality.py --model
-# minilm-cosine: the largest threshold (0.01 grid) whose recall is >= 0.85.
-COSINE_THRESHOLD = 0.31
-DEFAULT_SEGMENTER = "rules"
 
 # "default" names the model a plain Compressor.load() gets; it switched from minilm-cosine to the
 # trained pruner when that won on held-back questions (benchmarks/RESULTS.md).
@@ -132,10 +134,6 @@ def list_models() -> dict[str, str]:
     return aliases | {name: m.description for name, m in NAMED_MODELS.items()}
 
 
-def cache_home() -> Path:
-    return Path(os.environ.get("THRESHER_HOME") or Path.home() / ".cache" / "thresher")
-
-
 def export_into_cache(key: str, export: Callable[[Path], Path], what: str) -> Path:
     """Run `export` into a temporary folder and rename it to $THRESHER_HOME/models/<key> once.
     Only that first time needs torch: a cached model loads without importing it."""
@@ -156,15 +154,18 @@ def _require_export_deps(what: str) -> None:
         ) from None
 
 
-def export_checkpoint(checkpoint_dir: Path, out_dir: Path, **options) -> Path:
-    """Export a HF checkpoint folder to a model directory, choosing the kind from its config."""
-    from thresher.export.detect import exporter_for
+def export_checkpoint(checkpoint_dir: Path, out_dir: Path, kind: str | None = None, **options) -> Path:
+    """Export a HF checkpoint folder (or GGUF file) to a model directory. The kind comes from its
+    config unless given: one causal LM can become a causal-yesno scorer or a causal-eos chunker."""
+    from thresher.export.detect import exporter_for, exporter_for_kind
 
-    return exporter_for(checkpoint_dir)(checkpoint_dir, out_dir, **options)
+    exporter = exporter_for_kind(kind) if kind else exporter_for(checkpoint_dir)
+    return exporter(checkpoint_dir, out_dir, **options)
 
 
-def resolve(model: str | os.PathLike) -> Path:
-    """Return a model directory for a name, a model directory or a checkpoint folder."""
+def resolve(model: str | os.PathLike, kind: str | None = None) -> Path:
+    """Return a model directory for a name, a model directory or a checkpoint folder (exported as
+    `kind` when given, else as its config says)."""
     if isinstance(model, str):
         model = ALIASES.get(model, model)
     if isinstance(model, str) and model in NAMED_MODELS:
@@ -175,24 +176,30 @@ def resolve(model: str | os.PathLike) -> Path:
         return path
     if (path / "config.json").is_file():
         digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-        return export_into_cache(f"ckpt-{digest}-{__version__}",
-                                  lambda out: export_checkpoint(path, out), f"checkpoint {path}")
+        return export_into_cache(f"ckpt-{kind or 'auto'}-{digest}-{__version__}",
+                                 lambda out: export_checkpoint(path, out, kind), f"checkpoint {path}")
     raise ValueError(
         f"{model!r} is neither a named model ({sorted([*ALIASES, *NAMED_MODELS])}), a model directory "
         f"(with {MANIFEST}) nor a checkpoint folder (with config.json)"
     )
 
 
-def load_scorer(model: str | os.PathLike, session_config: SessionConfig | None = None,
-                model_options: dict | None = None):
-    """Load the scorer for `model`; model_options go to the scorer's constructor (kind-specific,
-    e.g. Provence's aggregation); an unknown option raises TypeError."""
-    model_dir = resolve(model)
-    manifest = read_manifest(model_dir)
-    from thresher.scorers import SCORERS
-
-    try:
-        cls = SCORERS[manifest["kind"]]
-    except KeyError:
-        raise ValueError(f"model kind {manifest['kind']!r} has no scorer in this thresher") from None
-    return cls(model_dir, manifest, session_config or SessionConfig(), **(model_options or {}))
+def load_model(model: str | os.PathLike, *, kind: str | None = None, device: str = "cpu",
+               backend: str = "onnx", session_config: SessionConfig | None = None,
+               call_tokens: int | None = None, **options):
+    """The model class of `model`'s kind (thresher.scorers.MODELS) on the runner for `device` and
+    `backend` (thresher.backends). `kind`, when given, must match; options go to the model's
+    constructor (kind-specific, e.g. Provence's aggregation); an unknown option raises TypeError.
+    A checkpoint folder with backend="torch" runs as it is, without an ONNX export."""
+    path = Path(model) if not (isinstance(model, str) and (model in NAMED_MODELS or model in ALIASES)) else None
+    if backend == "torch" and path is not None and (path / "config.json").is_file() and not (
+            path / MANIFEST).is_file():
+        model_dir, manifest, runner = torch_checkpoint(path, kind, device=device, call_tokens=call_tokens)
+    else:
+        model_dir = resolve(model, kind)
+        manifest = read_manifest(model_dir)
+        runner = make_runner(model_dir, manifest, device=device, backend=backend,
+                             session_config=session_config, call_tokens=call_tokens)
+    if kind is not None and manifest["kind"] != kind:
+        raise ValueError(f"{model_dir} holds a {manifest['kind']!r} model, not {kind!r}")
+    return MODELS[manifest["kind"]](model_dir, manifest, runner, **options)
