@@ -78,8 +78,23 @@ class Stopwatch:
 
 
 def machine() -> dict:
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "python": platform.python_version()}
+    """CPU model, usable cores, the ISA extensions that decide int8 speed, ONNX Runtime's version:
+    hosts differ (int8 latency differs 4-5x between AVX-512 VNNI and AVX2-only CPUs)."""
+    import onnxruntime
+
+    from thresher.engine.cpu import cpu_info
+
+    info = cpu_info()
+    return {"platform": platform.platform(), "cpu": info["model"], "isa": info["isa"],
+            "isa_class": info["isa_class"], "cores": info["cores"], "host_cpus": os.cpu_count(),
+            "onnxruntime": onnxruntime.__version__, "python": platform.python_version()}
+
+
+def machine_line(m: dict | None = None) -> str:
+    """One line for a RESULTS table: CPU, cores, ISA class and extensions, ONNX Runtime."""
+    m = m or machine()
+    return (f"Machine: {m['cpu']}, {m['cores']} cores ({m['isa_class']}: {' '.join(m['isa']) or 'none'}), "
+            f"onnxruntime {m['onnxruntime']}, {time.strftime('%Y-%m-%d')}.")
 
 
 def command(script: str, argv: list[str] | None) -> str:
@@ -102,8 +117,9 @@ def md_table(header: list[str], rows: list[list]) -> str:
 def write_results(name: str, data: dict, markdown: str) -> tuple[Path, Path]:
     """Write benchmarks/out/<name>.json and .md; returns both paths."""
     OUT.mkdir(parents=True, exist_ok=True)
-    data = {**data, "machine": machine(), "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    m = machine()
+    data = {**data, "machine": m, "written": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
     js, md = OUT / f"{name}.json", OUT / f"{name}.md"
     js.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    md.write_text(markdown.rstrip() + "\n", encoding="utf-8")
+    md.write_text(markdown.rstrip() + "\n\n" + machine_line(m) + "\n", encoding="utf-8")
     return js, md

@@ -17,6 +17,8 @@ from typing import Protocol
 import numpy as np
 import onnxruntime as ort
 
+from thresher.engine.cpu import available_cpus
+
 _OPT_LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -46,23 +48,39 @@ class Runner(Protocol):
         ...
 
 
-def _threads_from_env() -> int:
-    value = os.environ.get("THRESHER_THREADS", "0")
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value is None:
+        return None
     try:
-        threads = int(value)
+        number = int(value)
     except ValueError:
-        raise ValueError(f"THRESHER_THREADS must be an integer >= 0, got {value!r}") from None
-    if threads < 0:
-        raise ValueError(f"THRESHER_THREADS must be an integer >= 0, got {value!r}")
-    return threads
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}") from None
+    if number < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    return number
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    if value.strip().lower() not in ("0", "1", "true", "false", "yes", "no", "on", "off"):
+        raise ValueError(f"{name} must be 0/1, true/false, yes/no or on/off, got {value!r}")
+    return value.strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
 class SessionConfig:
     """ONNX Runtime session options.
 
-    intra_op_threads: threads inside one operator; 0 = ONNX Runtime's choice (all cores), or
-    THRESHER_THREADS when that is set.
+    intra_op_threads: threads inside one operator. Default: THRESHER_THREADS when set, else the
+    cores this process may use (affinity mask and cgroup CPU quota, engine/cpu.py), not the
+    host's: a pool sized from the host oversubscribes a container's quota. 0 = ONNX Runtime's
+    choice (all host cores).
+    spin: whether idle pool threads spin waiting for work (ONNX Runtime's default) instead of
+    sleeping. Default: THRESHER_SPIN when set, else off: on a shared CPU a spinning pool burns
+    the cores (or the quota) the other work needs (benchmarks/RESULTS.md, "Shared CPU").
     inter_op_threads: threads across independent operators; 1 suits these sequential graphs.
     optimization: one of disable | basic | extended | all.
     providers: execution providers in order of preference; absent ones are skipped.
@@ -74,6 +92,7 @@ class SessionConfig:
     """
 
     intra_op_threads: int | None = None
+    spin: bool | None = None
     inter_op_threads: int = 1
     optimization: str = "all"
     providers: tuple[str, ...] = CPU_PROVIDERS
@@ -81,7 +100,12 @@ class SessionConfig:
 
     def __post_init__(self) -> None:
         if self.intra_op_threads is None:
-            object.__setattr__(self, "intra_op_threads", _threads_from_env())
+            threads = _env_int("THRESHER_THREADS")
+            object.__setattr__(self, "intra_op_threads", available_cpus() if threads is None else threads)
+        if self.spin is None:
+            object.__setattr__(self, "spin", _env_flag("THRESHER_SPIN", False))
+        if not isinstance(self.spin, bool):
+            raise ValueError(f"spin must be a bool, got {self.spin!r}")
         if self.optimization not in _OPT_LEVELS:
             raise ValueError(f"optimization must be one of {sorted(_OPT_LEVELS)}, got {self.optimization!r}")
         for name in ("intra_op_threads", "inter_op_threads"):
@@ -102,6 +126,7 @@ def open_session(path: str | Path, config: SessionConfig = SessionConfig()) -> o
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = _OPT_LEVELS[config.optimization]
     opts.log_severity_level = 3
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if config.spin else "0")
     available = set(ort.get_available_providers())
     providers = [p for p in config.providers if p in available] or ["CPUExecutionProvider"]
     return ort.InferenceSession(str(path), sess_options=opts, providers=providers,
