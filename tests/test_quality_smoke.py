@@ -1,8 +1,10 @@
-"""benchmarks/quality.py: gold-sentence mapping, coverage rule and the sweep on real dev records."""
+"""benchmarks/quality.py (and its common_quality.py): gold-sentence mapping, coverage rule and the
+sweep on real dev records."""
 
 import importlib.util
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,8 +19,10 @@ def quality():
     spec = importlib.util.spec_from_file_location("bench_quality", BENCH / "quality.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    spec.loader.exec_module(module)  # puts benchmarks/ on sys.path
+    import common_quality
+
+    return SimpleNamespace(**{**vars(common_quality), **vars(module)})
 
 
 def _passage(quality, text, spans, scores, gold):

@@ -21,6 +21,7 @@ def raw_post(base: str, body: bytes, declared: int, pause_s: float = 0.0, close:
     host, port = base.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=30) as s:
         s.sendall(b"POST /v1/compress HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Authorization: Bearer k\r\n"
                   + f"Content-Length: {declared}\r\n\r\n".encode() + body)
         if close:
             return b""

@@ -107,16 +107,17 @@ def pack_groups(ids: np.ndarray, cu_seqlens: np.ndarray, labels: np.ndarray, gro
 
 
 def cut_runs(fill: np.ndarray, call_tokens: float, min_fill: float = 0.5) -> Iterator[slice]:
-    """Consecutive slices of rows sorted fullest first (fill = real tokens per row) for model calls.
+    """Consecutive slices of rows (usually fullest first; fill = real tokens per row) for model calls.
 
-    A run's padded size (rows x its first, widest row) stays within call_tokens, and a run ends
-    before a row filled less than min_fill of its first row, so a short tail gets a narrow call
-    of its own (min_fill=0: the budget alone decides). A single row always forms a run.
+    A run's padded size (rows x its widest row) stays within call_tokens, and a run ends before
+    a row filled less than min_fill of the run's widest row so far, so a short tail gets a narrow
+    call of its own (min_fill=0: the budget alone decides). A single row always forms a run.
     """
     start, n = 0, len(fill)
     while start < n:
         stop, width = start + 1, int(fill[start])
-        while stop < n and fill[stop] >= min_fill * width and (stop + 1 - start) * width <= call_tokens:
+        while stop < n and fill[stop] >= min_fill * width and (stop + 1 - start) * max(width, int(fill[stop])) <= call_tokens:
+            width = max(width, int(fill[stop]))
             stop += 1
         yield slice(start, stop)
         start = stop

@@ -49,7 +49,7 @@ class Batcher:
         self._task: asyncio.Task | None = None
         self._busy = False
         self.seconds_per_token = 0.0  # moving average over recent batches; 0 until one has run
-        self.last_success = 0.0  # time.monotonic() of the last batch that produced a result
+        self.last_success: float | None = None  # time.monotonic() of the last batch with a result
 
     def estimated_queue_wait_s(self) -> float:
         """How long the queued work would take at the recent pace."""

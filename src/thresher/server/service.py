@@ -43,7 +43,7 @@ class Service:
         self.batcher: Batcher | None = None
         self.draining = False
         self._probe_lock = asyncio.Lock()
-        self._last_probe = 0.0
+        self._last_probe: float | None = None
 
     async def start(self) -> None:
         self.queue = Queue(self.settings.max_queued_requests)
@@ -124,9 +124,8 @@ class Service:
             raise ServiceError("shutting_down", "the server is shutting down")
         if self.batcher is None or not self.batcher.running:
             raise ServiceError("unhealthy", "the batcher is not running")
-        interval = self.settings.health_interval_s
         async with self._probe_lock:
-            if time.monotonic() - max(self.batcher.last_success, self._last_probe) > interval:
+            if self._answered_s() is None or self._answered_s() > self.settings.health_interval_s:
                 loop = asyncio.get_running_loop()
                 try:
                     await loop.run_in_executor(None, self.compressor.compress, "health probe",
@@ -135,9 +134,13 @@ class Service:
                     raise ServiceError("unhealthy", f"the model failed the health probe: "
                                                     f"{type(e).__name__}: {e}") from None
                 self._last_probe = time.monotonic()
-        age = time.monotonic() - max(self.batcher.last_success, self._last_probe)
         return {"status": "ok", "model": self.compressor.model, "kind": self.compressor.kind,
-                "queued": len(self.queue), "last_success_s": round(age, 3)}
+                "queued": len(self.queue), "last_success_s": round(self._answered_s(), 3)}
+
+    def _answered_s(self) -> float | None:
+        """Seconds since the model last answered (a batch or a probe); None if it never has."""
+        times = [t for t in (self.batcher.last_success, self._last_probe) if t is not None]
+        return time.monotonic() - max(times) if times else None
 
     async def run(self, request: Request, engine_requests: list[EngineRequest]) -> list[Outcome]:
         """Queue the requests, wait for all their outcomes; drop them if the client leaves or the

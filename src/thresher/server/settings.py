@@ -27,8 +27,8 @@ class Settings:
     model: str = _setting("default", "Model name, model directory or checkpoint folder to serve.")
     api_key: str | None = _setting(
         None, "If set, /v1/* requires `Authorization: Bearer <key>` (401 otherwise); /health and "
-              "/metrics stay open for probes (they never run the model on demand). Prefer the env var: "
-              "flags show in the process list.")
+              "/metrics stay open for probes (/health runs the model at most once per health_interval_s, "
+              "beside the queue). Prefer the env var: flags show in the process list.")
     docs: bool = _setting(
         True, "Serve /docs, /redoc and /openapi.json: the API's shape, no data, so they stay open when "
               "api_key is set; false removes them.")
