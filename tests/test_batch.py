@@ -198,3 +198,13 @@ def test_parquet_in_and_out_round_trip(default_compressor, tmp_path):
     assert table[0]["pruned_passages"] == [p["pruned_text"] for p in json.loads(table[0]["result"])["passages"]]
     with pytest.raises(ValueError, match="Parquet output cannot be resumed"):
         run_job(default_compressor, str(tmp_path / "in.parquet"), tmp_path / "out.parquet")
+
+
+def test_core_and_cli_import_neither_ray_nor_pyarrow():
+    import subprocess
+    import sys
+
+    code = ("import sys, thresher, thresher.batch, thresher.cli; thresher.cli.build_parser(); "
+            "print(sorted(m for m in ('ray', 'pyarrow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

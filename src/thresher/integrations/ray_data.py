@@ -151,7 +151,8 @@ def run_ray_job(model: str, input_path: str, output: str | Path, *, actors: int 
                                fn_constructor_kwargs={"load": load or _Loader(model, cpus_per_actor),
                                                       "options": dict(options or {}), "batch_chars": batch_chars,
                                                       "batch_requests": batch_requests},
-                               concurrency=actors, num_cpus=cpus_per_actor, **remote))
+                               compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus_per_actor,
+                               **remote))
             with progress_bar(input_path, after, progress) as bar:
                 for row in ds.iter_rows():
                     sink.put(_outcome(row))
