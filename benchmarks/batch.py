@@ -63,12 +63,13 @@ def throughput(path: Path, n: int, tokens: int, work: Path) -> list[list]:
     for r in items:
         c.compress(r["question"], r["passages"])
     loop_s = time.perf_counter() - t0
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     summary = run_job(c, str(path), work / "job.jsonl", resume=False)
     job_s = time.perf_counter() - t0
     assert summary.requests == n, summary
-    return [["Python loop over compress()", n, n / loop_s, tokens / loop_s, 1.0],
-            ["run_job (thresher batch)", n, n / job_s, tokens / job_s, loop_s / job_s]]
+    return [["Python loop over compress()", n, n / loop_s, tokens / loop_s, 1.0, load],
+            ["run_job (thresher batch)", n, n / job_s, tokens / job_s, loop_s / job_s, os.getloadavg()[0]]]
 
 
 def rss_over_time(path: Path, seconds: float, work: Path) -> dict:
@@ -102,8 +103,9 @@ def rss_over_time(path: Path, seconds: float, work: Path) -> dict:
 
 
 def ray_runs(path: Path, n: int, tokens: int, work: Path) -> list[list]:
-    """The single-process job (1 and 2 ONNX Runtime threads) vs the Ray job at 1 and 2 actors of
-    1 CPU each, on the same requests; Ray's start-up (actors loading the model) is included."""
+    """The single-process job (1 ONNX Runtime thread, before and after the Ray runs, to show the
+    machine's drift; and 2 threads) vs the Ray job at 1 and 2 actors of 1 CPU each, on the same
+    requests; Ray's start-up (actors loading the model) is included."""
     import ray
 
     from thresher import Compressor
@@ -112,22 +114,24 @@ def ray_runs(path: Path, n: int, tokens: int, work: Path) -> list[list]:
     from thresher.integrations.ray_data import run_ray_job
 
     rows, base = [], None
-    for threads in (1, 2):
-        c = Compressor.load("default", session_config=SessionConfig(intra_op_threads=threads))
-        t0 = time.perf_counter()
-        run_job(c, str(path), work / f"sp{threads}.jsonl", resume=False)
-        s = time.perf_counter() - t0
-        base = base or s
-        rows.append([f"single process, {threads} thread(s)", n, n / s, tokens / s, base / s])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        for actors in (1, 2):
+        for what in ("sp1", "ray1", "ray2", "sp1", "sp2"):
             t0 = time.perf_counter()
-            run_ray_job("default", str(path), work / f"ray{actors}.jsonl", actors=actors, resume=False)
-            s = time.perf_counter() - t0
-            same = (work / f"ray{actors}.jsonl").read_bytes() == (work / "sp1.jsonl").read_bytes()
-            rows.append([f"Ray Data, {actors} actor(s) x 1 CPU (output identical: {same})", n, n / s,
-                         tokens / s, base / s])
+            if what.startswith("ray"):
+                run_ray_job("default", str(path), work / f"{what}.jsonl", actors=int(what[-1]), resume=False)
+                s = time.perf_counter() - t0
+                same = (work / f"{what}.jsonl").read_bytes() == (work / "sp1.jsonl").read_bytes()
+                label = f"Ray Data, {what[-1]} actor(s) x 1 CPU (output identical: {same})"
+            else:
+                c = Compressor.load("default", session_config=SessionConfig(intra_op_threads=int(what[-1])))
+                t0 = time.perf_counter()
+                run_job(c, str(path), work / f"{what}.jsonl", resume=False)
+                s = time.perf_counter() - t0
+                label = f"single process, {what[-1]} thread(s)"
+                del c
+            base = base or s
+            rows.append([label, n, n / s, tokens / s, base / s, os.getloadavg()[0]])
     finally:
         ray.shutdown()
     return rows
@@ -145,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     records = load_records(HOTPOT)
     data: dict = {"command": command("batch.py", argv), "args": vars(args)}
     md = [f"Command: `{data['command']}`", ""]
-    header = ["run", "requests", "requests/s", "tokens/s", "speed vs first row"]
+    header = ["run", "requests", "requests/s", "tokens/s", "speed vs first row", "load avg (1 min) after"]
     with tempfile.TemporaryDirectory(prefix="thresher-batch-bench-") as tmp:
         work = Path(tmp)
         parts = (("throughput", "Single process:", args.requests, throughput),

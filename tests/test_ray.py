@@ -83,6 +83,18 @@ def test_ray_job_resumes_after_the_last_written_line(local_ray, job_input):
     assert summary.requests == 8 and out.read_bytes() == (root / "single.jsonl").read_bytes()
 
 
+def test_cli_ray_actors_runs_the_ray_job(local_ray, job_input, capsys):
+    import json
+
+    from thresher.cli import main
+
+    src, root = job_input
+    out = root / "cli.jsonl"
+    assert main(["batch", str(src), "-o", str(out), "--ray-actors", "1", "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 20
+    assert out.read_bytes() == (root / "single.jsonl").read_bytes()
+
+
 def test_ray_job_refuses_parquet_input(local_ray, tmp_path):
     with pytest.raises(ValueError, match="reads a JSONL file"):
         run_ray_job("default", str(tmp_path / "in.parquet"), tmp_path / "out.jsonl")

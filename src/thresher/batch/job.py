@@ -193,7 +193,7 @@ def open_sink(input_path: str, output: Path, *, on_error: str, errors_path: Path
     """The sink of a run and the input line to resume after (shared with the Ray job)."""
     if on_error not in ON_ERROR:
         raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
-    if Path(input_path).resolve() == output.resolve() if input_path != "-" else False:
+    if input_path != "-" and Path(input_path).resolve() == output.resolve():
         raise ValueError("the output must not be the input file")
     writer, point = open_writer(output, resume)
     try:
