@@ -15,7 +15,7 @@ from pathlib import Path
 
 # Subcommand modules beyond compress/export/bench, each with register(subparsers).
 SUBCOMMAND_MODULES: tuple[str, ...] = ("thresher.chunking.cli", "thresher.server.cli", "thresher.budget.cli",
-                                       "thresher.training.cli")
+                                       "thresher.training.cli", "thresher.batch.cli")
 
 
 def _read_text(path: str) -> str:
