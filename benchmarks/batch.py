@@ -12,7 +12,6 @@ Tokens are counted once with the model's own tokenizer (question + every passage
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import subprocess
@@ -40,8 +39,9 @@ def count_tokens(path: Path) -> int:
     """Question + passage tokens of every request, with the default model's tokenizer."""
     from tokenizers import Tokenizer
 
-    catalogue = importlib.import_module("thresher.models")
-    tok = Tokenizer.from_file(str(catalogue.resolve("default") / "tokenizer.json"))
+    from thresher.catalogue import resolve
+
+    tok = Tokenizer.from_file(str(resolve("default") / "tokenizer.json"))
     total = 0
     with path.open(encoding="utf-8") as f:
         for line in f:
@@ -110,7 +110,7 @@ def ray_runs(path: Path, n: int, tokens: int, work: Path) -> list[list]:
 
     from thresher import Compressor
     from thresher.batch import run_job
-    from thresher.engine.onnx_backend import SessionConfig
+    from thresher.engine.runner import SessionConfig
     from thresher.integrations.ray_data import run_ray_job
 
     rows, base = [], None

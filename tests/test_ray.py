@@ -48,7 +48,7 @@ def crash_once_loader(marker: str, crash_on_call: int):
     class CrashOnce:
         def __init__(self):
             from thresher import Compressor
-            from thresher.engine.onnx_backend import SessionConfig
+            from thresher.engine.runner import SessionConfig
 
             self.inner = Compressor.load("default", session_config=SessionConfig(intra_op_threads=1))
             self.limits = self.inner.limits

@@ -113,7 +113,7 @@ class _Loader:
 
     def __call__(self):
         from thresher import Compressor
-        from thresher.engine.onnx_backend import SessionConfig
+        from thresher.engine.runner import SessionConfig
 
         return Compressor.load(self.model, session_config=SessionConfig(intra_op_threads=self.threads))
 
