@@ -166,14 +166,17 @@ def test_gemma_prompt_is_exit_prompt(tiny_checkpoint):
     assert chat == "<bos><start_of_turn>user\nx<end_of_turn>\n<start_of_turn>model\n"
 
 
-def test_both_tokenization_paths_give_the_whole_prompt_ids(smollm2_dir, tmp_path):
+@pytest.mark.parametrize("mode", ["own", "all"])
+def test_both_tokenization_paths_give_the_whole_prompt_ids(smollm2_dir, tmp_path, mode):
     """Prefix and branches encoded apart (junction-safe vocabularies) or as whole prompts with
-    a shared longest common prefix: either way every branch sees exactly tokenizer(prompt)."""
+    a shared longest common prefix: either way every branch sees exactly tokenizer(prompt),
+    also where several contexts' trees share a row."""
     lm = load_causal_lm(smollm2_dir)
     items = _requests(2, 3)
-    manifest = describe(lm)
+    manifest = describe(lm, context=mode)
     assert manifest["prompt"]["junction_safe"]
     lm.tokenizer.backend_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    stride = manifest["tree_stride"]
     for safe in (True, False):
         m = {**manifest, "prompt": {**manifest["prompt"], "junction_safe": safe}}
         scorer = CausalYesNoScorer(tmp_path, m, SessionConfig(), runner=lambda feeds: None)
@@ -182,11 +185,12 @@ def test_both_tokenization_paths_give_the_whole_prompt_ids(smollm2_dir, tmp_path
         width = rows["input_ids"].shape[1]
         k = 0
         for item in items:
-            for context, p, spans in zip(_contexts(item, "all"), item.passages, item.spans):
+            for context, p, spans in zip(_contexts(item, mode), item.passages, item.spans):
                 for a, b in spans.tolist():
                     row, col = divmod(int(rows["score_index"][k]), width)
-                    br = rows["branch_ids"][row]
-                    seen = np.flatnonzero((np.arange(width) <= col) & ((br == 0) | (br == br[col])))
+                    br = rows["branch_ids"][row].astype(np.int64)
+                    own = (br == br[col]) | (br == br[col] - br[col] % stride)  # own branch, own tree's prefix
+                    seen = np.flatnonzero((np.arange(width) <= col) & own)
                     prompt = scorer.template.prefix(item.question, context) + scorer.template.branch(p.text[a:b])
                     assert rows["input_ids"][row, seen].tolist() == lm.tokenizer(prompt).input_ids
                     k += 1
