@@ -145,6 +145,58 @@ def test_tree_packing_equals_one_prompt_per_sentence(tiny_checkpoint, tmp_path, 
     tree = scorer.build_tree(items)
     assert tree.tokens < sum(len(lm.tokenizer(scorer.template.prefix(i.question, c)).input_ids) for i in items
                              for c, sp in zip(_contexts(i, mode), i.spans) for _ in range(sp.shape[0]))
+    if mode == "own":  # the documents' trees share rows
+        assert tree.rows["input_ids"].shape[0] < sum(len(i.passages) for i in items)
+
+
+def test_own_context_is_the_default(tiny_checkpoint):
+    """EXIT's paper (Eq. 4) and training data condition a sentence on its own document."""
+    manifest = describe(load_causal_lm(tiny_checkpoint("llama")))
+    assert manifest["context"] == "own" and manifest["tree_stride"] >= 2
+
+
+def test_exports_without_a_tree_stride_keep_one_prefix_per_row(tiny_checkpoint, tmp_path):
+    """A model exported before forests (no tree_stride in its manifest) gets pack_tree's rows,
+    which its graph understands; the scores are the same either way."""
+    lm = load_causal_lm(tiny_checkpoint("llama"))
+    items = _requests(2, 3)
+    forest = _scorer(lm, tmp_path, context="own")
+    manifest = describe(lm, context="own")
+    del manifest["tree_stride"]
+    head = YesNoHead(lm.model, manifest["yes_id"], manifest["no_id"]).eval()
+    older = CausalYesNoScorer(tmp_path, manifest, SessionConfig(), runner=torch_runner(head))
+    one_per_row = older.build_tree(items).rows
+    assert one_per_row["input_ids"].shape[0] == sum(len(i.passages) for i in items)
+    assert "row_group" in one_per_row and "row_group" not in forest.build_tree(items).rows
+    np.testing.assert_allclose(_flat(older.score(items, {})), _flat(forest.score(items, {})), atol=1e-5, rtol=0)
+
+
+def test_own_context_computes_close_to_its_real_tokens(smollm2_dir, tmp_path):
+    """HotpotQA requests of 5 documents in 'own' mode: trees packed several to a row feed the
+    model little padding, where one prefix per row pads every document to the longest."""
+    lm = load_causal_lm(smollm2_dir)
+    segment = get_segmenter("rules")
+    items = []
+    for record in load_jsonl("hotpotqa_distractor", 4):
+        ps = tuple(Passage("".join(s), t) for t, s in record["context"][:5])
+        items.append(ScoreInput(record["question"], ps, tuple(segment(p.text) for p in ps)))
+    lm.tokenizer.backend_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    manifest = describe(lm, context="own")
+    older = {k: v for k, v in manifest.items() if k != "tree_stride"}
+    for item in items:
+        fed = {}
+        for name, m in (("forest", manifest), ("one per row", older)):
+            seen = []
+
+            def run(feeds, seen=seen):
+                seen.append(feeds["input_ids"].size)
+                return np.zeros((feeds["score_index"].shape[0], 2), np.float32)
+
+            scorer = CausalYesNoScorer(tmp_path, m, SessionConfig(), runner=run)
+            tree = scorer.build_tree([item])
+            scorer.run_tree(tree)
+            fed[name] = sum(seen)
+        assert fed["forest"] <= 1.1 * tree.tokens < fed["one per row"]
 
 
 def _yes_no(lm: CausalLM) -> tuple[int, int]:
@@ -196,15 +248,17 @@ def test_both_tokenization_paths_give_the_whole_prompt_ids(smollm2_dir, tmp_path
                     k += 1
 
 
-def test_smollm2_real_weights(smollm2_dir, tmp_path):
-    """Real SmolLM2-135M-Instruct (GGUF Q4_1, de-quantized) in the torch backend: the reference
-    P(Yes) within 1e-4 and identical keep decisions. (Its ONNX export takes minutes on 2 cores;
-    benchmarks/exit.py --onnx checks that graph; here ONNX is checked on tiny models.)"""
+@pytest.mark.parametrize("mode", ["own", "all"])
+def test_smollm2_real_weights(smollm2_dir, tmp_path, mode):
+    """Real SmolLM2-135M-Instruct (GGUF Q4_1, de-quantized) in the torch backend, both context
+    modes: the reference P(Yes) within 1e-4 and identical keep decisions. (Its ONNX export takes
+    minutes on 2 cores; benchmarks/exit.py --onnx checks that graph; here ONNX is checked on
+    tiny models.)"""
     lm = load_causal_lm(smollm2_dir)
     items = _requests(1, 2, max_sentences=3)
-    scorer = _scorer(lm, tmp_path, context="all")
+    scorer = _scorer(lm, tmp_path, context=mode)
     got = _flat(scorer.score(items, {}))
-    want = np.concatenate(reference_p_yes(lm.model, lm.tokenizer, scorer.template, items, "all", *_yes_no(lm)))
+    want = np.concatenate(reference_p_yes(lm.model, lm.tokenizer, scorer.template, items, mode, *_yes_no(lm)))
     np.testing.assert_allclose(got, want, atol=TOL, rtol=0)
     assert ((got >= 0.5) == (want >= 0.5)).all()
 
