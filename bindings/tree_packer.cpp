@@ -54,6 +54,43 @@ void check_tree_inputs(const I64& prefix_ids, const I64& prefix_cu, const I64& b
   }
 }
 
+// The arrays both packers return, padding written in (-1 branch id, pad_id, position 0); rows
+// are then filled through raw pointers (also without the GIL).
+struct TreeRows {
+  I64 input_ids, position_ids, score_index, branch_row;
+  I32 branch_ids;
+  int64_t *ids, *pos, *score, *rob;
+  int32_t* br;
+
+  TreeRows(int64_t rows, int64_t width, int64_t n, int64_t pad_id)
+      : input_ids({rows, width}), position_ids({rows, width}), score_index({n}), branch_row({n}),
+        branch_ids({rows, width}), ids(input_ids.mutable_data()), pos(position_ids.mutable_data()),
+        score(score_index.mutable_data()), rob(branch_row.mutable_data()), br(branch_ids.mutable_data()) {
+    std::fill(ids, ids + rows * width, pad_id);
+    std::fill(pos, pos + rows * width, 0);
+    std::fill(br, br + rows * width, -1);
+  }
+
+  // `len` tokens at flat offset `base`: positions first_pos, first_pos + 1, ..., one branch id.
+  void write(int64_t base, const int64_t* src, int64_t len, int64_t first_pos, int64_t id) {
+    for (int64_t i = 0; i < len; ++i) {
+      ids[base + i] = src[i];
+      pos[base + i] = first_pos + i;
+      br[base + i] = static_cast<int32_t>(id);
+    }
+  }
+
+  py::dict dict() const {
+    py::dict out;
+    out["input_ids"] = input_ids;
+    out["position_ids"] = position_ids;
+    out["branch_ids"] = branch_ids;
+    out["score_index"] = score_index;
+    out["branch_row"] = branch_row;
+    return out;
+  }
+};
+
 }  // namespace
 
 py::dict pack_tree(const I64& prefix_ids, const I64& prefix_cu, const I64& branch_ids,
@@ -97,54 +134,31 @@ py::dict pack_tree(const I64& prefix_ids, const I64& prefix_cu, const I64& branc
 
   const int64_t rows = static_cast<int64_t>(row_group.size());
   const int64_t width = rows ? *std::max_element(row_fill.begin(), row_fill.end()) : 0;
-  I64 input_ids({rows, width}), position_ids({rows, width}), score_index({n}), rows_group({rows});
-  I64 rows_of_branch({n});
-  I32 branch_map({rows, width});
-  int64_t* ids = input_ids.mutable_data();
-  int64_t* pos = position_ids.mutable_data();
-  int32_t* br = branch_map.mutable_data();
-  int64_t* score = score_index.mutable_data();
+  TreeRows out(rows, width, n, pad_id);
+  I64 rows_group({rows});
   int64_t* rg = rows_group.mutable_data();
-  int64_t* rob = rows_of_branch.mutable_data();
   const int64_t* ptok = prefix_ids.data();
   const int64_t* btok = branch_ids.data();
   {
     py::gil_scoped_release release;
-    std::fill(ids, ids + rows * width, pad_id);
-    std::fill(pos, pos + rows * width, 0);
-    std::fill(br, br + rows * width, -1);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t g = row_group[r];
-      const int64_t plen = pcu[g + 1] - pcu[g];
       rg[r] = g;
-      for (int64_t t = 0; t < plen; ++t) {
-        ids[r * width + t] = ptok[pcu[g] + t];
-        pos[r * width + t] = t;
-        br[r * width + t] = 0;
-      }
+      out.write(r * width, ptok + pcu[g], pcu[g + 1] - pcu[g], 0, 0);
     }
     for (int64_t b = 0; b < n; ++b) {
       const int64_t r = branch_row[b];
       const int64_t plen = pcu[bg[b] + 1] - pcu[bg[b]];
       const int64_t len = bcu[b + 1] - bcu[b];
       const int64_t base = r * width + branch_start[b];
-      for (int64_t t = 0; t < len; ++t) {
-        ids[base + t] = btok[bcu[b] + t];
-        pos[base + t] = plen + t;
-        br[base + t] = static_cast<int32_t>(branch_k[b]);
-      }
-      score[b] = base + len - 1;
-      rob[b] = r;
+      out.write(base, btok + bcu[b], len, plen, branch_k[b]);
+      out.score[b] = base + len - 1;
+      out.rob[b] = r;
     }
   }
-  py::dict out;
-  out["input_ids"] = input_ids;
-  out["position_ids"] = position_ids;
-  out["branch_ids"] = branch_map;
-  out["score_index"] = score_index;
-  out["row_group"] = rows_group;
-  out["branch_row"] = rows_of_branch;
-  return out;
+  py::dict result = out.dict();
+  result["row_group"] = rows_group;
+  return result;
 }
 
 const char* const kPackTreeDoc = R"doc(
@@ -229,47 +243,23 @@ py::dict pack_forest(const I64& prefix_ids, const I64& prefix_cu, const I64& bra
   // buffers are read only while no other Python thread can change them.
   const int64_t rows = static_cast<int64_t>(row_fill.size());
   const int64_t width = rows ? *std::max_element(row_fill.begin(), row_fill.end()) : 0;
-  I64 input_ids({rows, width}), position_ids({rows, width}), score_index({n}), rows_of_branch({n});
-  I32 branch_map({rows, width});
-  int64_t* ids = input_ids.mutable_data();
-  int64_t* pos = position_ids.mutable_data();
-  int32_t* br = branch_map.mutable_data();
-  int64_t* score = score_index.mutable_data();
-  int64_t* rob = rows_of_branch.mutable_data();
+  TreeRows out(rows, width, n, pad_id);
   const int64_t* ptok = prefix_ids.data();
   const int64_t* btok = branch_ids.data();
-  std::fill(ids, ids + rows * width, pad_id);
-  std::fill(pos, pos + rows * width, 0);
-  std::fill(br, br + rows * width, -1);
   for (int64_t t = 0; t < trees; ++t) {
     const int64_t g = tree_group[t];
-    const int64_t base = tree_row[t] * width + tree_start[t];
-    for (int64_t i = 0; i < pcu[g + 1] - pcu[g]; ++i) {
-      ids[base + i] = ptok[pcu[g] + i];
-      pos[base + i] = i;
-      br[base + i] = static_cast<int32_t>(tree_slot[t] * tree_stride);
-    }
+    out.write(tree_row[t] * width + tree_start[t], ptok + pcu[g], pcu[g + 1] - pcu[g], 0, tree_slot[t] * tree_stride);
   }
   for (int64_t b = 0; b < n; ++b) {
     const int64_t t = branch_tree[b];
     const int64_t base = tree_row[t] * width + tree_start[t] + branch_off[b];
     const int64_t len = bcu[b + 1] - bcu[b];
     const int64_t plen = pcu[bg[b] + 1] - pcu[bg[b]];  // every branch continues from its prefix
-    for (int64_t i = 0; i < len; ++i) {
-      ids[base + i] = btok[bcu[b] + i];
-      pos[base + i] = plen + i;
-      br[base + i] = static_cast<int32_t>(tree_slot[t] * tree_stride + branch_k[b]);
-    }
-    score[b] = base + len - 1;
-    rob[b] = tree_row[t];
+    out.write(base, btok + bcu[b], len, plen, tree_slot[t] * tree_stride + branch_k[b]);
+    out.score[b] = base + len - 1;
+    out.rob[b] = tree_row[t];
   }
-  py::dict out;
-  out["input_ids"] = input_ids;
-  out["position_ids"] = position_ids;
-  out["branch_ids"] = branch_map;
-  out["score_index"] = score_index;
-  out["branch_row"] = rows_of_branch;
-  return out;
+  return out.dict();
 }
 
 const char* const kPackForestDoc = R"doc(

@@ -93,6 +93,19 @@ def _visible(branch_ids: np.ndarray, stride: int = STRIDE) -> np.ndarray:
     return causal[None] & ((key == query) | (key == query - np.mod(query, stride)))
 
 
+def _sees_its_prompt(out, prefixes, branches, groups, budget, stride=STRIDE):
+    width = out["input_ids"].shape[1]
+    visible = _visible(out["branch_ids"], stride)
+    assert out["input_ids"].shape[0] == 0 or (out["branch_ids"] >= 0).sum(axis=1).max() <= budget
+    for b, flat in enumerate(out["score_index"].tolist()):
+        row, col = divmod(flat, width)
+        seen = np.flatnonzero(visible[row, col])
+        prompt = prefixes[groups[b]] + branches[b]
+        assert out["input_ids"][row, seen].tolist() == prompt
+        assert out["position_ids"][row, seen].tolist() == list(range(len(prompt)))
+        assert out["branch_row"][b] == row
+
+
 @settings(max_examples=100, deadline=None)
 @given(trees())
 def test_each_branch_sees_exactly_its_own_prompt(tree):
@@ -102,16 +115,8 @@ def test_each_branch_sees_exactly_its_own_prompt(tree):
     if not branches:
         assert out["input_ids"].shape[0] == 0
         return
-    width = out["input_ids"].shape[1]
-    visible = _visible(out["branch_ids"])
-    assert out["input_ids"].shape[0] == 0 or (out["branch_ids"] >= 0).sum(axis=1).max() <= budget
-    for b, flat in enumerate(out["score_index"].tolist()):
-        row, col = divmod(flat, width)
-        seen = np.flatnonzero(visible[row, col])
-        prompt = prefixes[groups[b]] + branches[b]
-        assert out["input_ids"][row, seen].tolist() == prompt
-        assert out["position_ids"][row, seen].tolist() == list(range(len(prompt)))
-        assert out["row_group"][row] == groups[b] and out["branch_row"][b] == row
+    _sees_its_prompt(out, prefixes, branches, groups, budget)
+    assert (out["row_group"][out["branch_row"]] == groups).all()
 
 
 def test_rows_repeat_the_prefix_when_branches_overflow():
@@ -134,19 +139,6 @@ def test_bad_input_is_refused(args, message):
 
 
 # -- pack_forest: several trees per row ----------------------------------------------------
-def _sees_its_prompt(out, prefixes, branches, groups, budget, stride=STRIDE):
-    width = out["input_ids"].shape[1]
-    visible = _visible(out["branch_ids"], stride)
-    assert out["input_ids"].shape[0] == 0 or (out["branch_ids"] >= 0).sum(axis=1).max() <= budget
-    for b, flat in enumerate(out["score_index"].tolist()):
-        row, col = divmod(flat, width)
-        seen = np.flatnonzero(visible[row, col])
-        prompt = prefixes[groups[b]] + branches[b]
-        assert out["input_ids"][row, seen].tolist() == prompt
-        assert out["position_ids"][row, seen].tolist() == list(range(len(prompt)))
-        assert out["branch_row"][b] == row
-
-
 @settings(max_examples=200, deadline=None)
 @given(trees(), st.sampled_from([2, 3, STRIDE]))
 def test_forest_branch_sees_exactly_its_own_prompt(tree, stride):
