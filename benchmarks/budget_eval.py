@@ -181,17 +181,22 @@ def main(argv: list[str] | None = None) -> int:
     import thresher
     from thresher.budget.corpus import build, select_questions
     from thresher.budget.evaluate import load_free
-    from thresher.budget.oracle import sweep, sweep_setup
+    from thresher.budget.oracle import K, read_rows, sweep, sweep_setup
     from thresher.budget.policy import BudgetPolicy, train_from_sweep
-    from thresher.budget.retriever import HybridRetriever
+    from thresher.budget.retriever import HybridRetriever, index_key
 
     per_source = args.per_source or (4 if args.quick else 270)
     load_at_start = os.getloadavg()  # 1/5/15-min load average: background contention before this run
     compressor = thresher.Compressor.load("minilm-cosine")
     passages, questions = build(DATA)
-    retriever = HybridRetriever.build(passages, compressor)
-    rows = sweep(select_questions(questions, per_source), retriever, compressor, cache=Path(args.sweep_cache),
-                 setup=sweep_setup(retriever, compressor), progress=True)
+    chosen = select_questions(questions, per_source)
+    setup = sweep_setup(index_key(passages, compressor), compressor)
+    cached = {r.qid: r for r in read_rows(args.sweep_cache, K, setup)}
+    if args.no_load and all(q.qid in cached for q in chosen):  # the index is not needed: skip building it
+        rows = [cached[q.qid] for q in chosen]
+    else:
+        retriever = HybridRetriever.build(passages, compressor)
+        rows = sweep(chosen, retriever, compressor, cache=Path(args.sweep_cache), setup=setup, progress=True)
     policy = BudgetPolicy.load(args.policy)
     slo = policy.slo_ms if args.slo_ms is None else args.slo_ms
     # Quick runs have too few test questions: they score everything not used for training.

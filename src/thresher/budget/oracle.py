@@ -64,11 +64,13 @@ def quality(question: Question, pids: list[str], result) -> float:
 
 
 def sweep_setup(retriever, compressor) -> str:
-    """What a sweep row's numbers depend on: corpus + embedder (the index key), the compressing
-    model and its keep threshold, and the thresher version (engine changes move latency)."""
+    """What a sweep row's numbers depend on: corpus + embedder (the index key; `retriever` is a
+    HybridRetriever or its key), the compressing model and its keep threshold, and the thresher
+    version (engine changes move latency)."""
     from thresher import __version__
 
-    return f"{retriever.key}|{compressor.model}|t={compressor.threshold}|v{__version__}"
+    key = retriever if isinstance(retriever, str) else retriever.key
+    return f"{key}|{compressor.model}|t={compressor.threshold}|v{__version__}"
 
 
 def measure(question: Question, retriever, compressor, ks: tuple[int, ...] = K, setup: str = "") -> SweepRow:
