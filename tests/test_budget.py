@@ -95,9 +95,10 @@ def test_splits_and_selection_are_stable(corpus):
 
 
 def test_hybrid_retriever_finds_gold_and_reuses_its_cache(retriever, corpus, cosine_compressor, index_cache):
-    from thresher.budget.retriever import HybridRetriever
+    from thresher.budget.retriever import HybridRetriever, index_key
 
     passages, questions = corpus
+    assert index_key(passages, cosine_compressor) == retriever.key  # known without the index
     q = next(q for q in questions if q.source == "hotpotqa")
     r = retriever.search(q.question, depth=10)
     top5 = {passages[i].pid for i in r.top(5)}

@@ -357,14 +357,17 @@ def test_prompt_over_the_window_is_split_by_documents(smollm2_dir, tmp_path):
         m = {**manifest, "max_length": window, "context": mode}
         return CausalYesNoScorer(tmp_path, m, SessionConfig(), runner=lambda f: None).build_tree(items)
 
+    def prefixes(t):  # trees in the rows: their first prefix token has position 0
+        br, pos = t.rows["branch_ids"], t.rows["position_ids"]
+        return int(((pos == 0) & (br >= 0) & (br % manifest["tree_stride"] == 0)).sum())
+
     own = tree("own", 8192)
-    width = own.rows["input_ids"].shape[1]
     longest_own = int(own.rows["position_ids"].reshape(-1)[own.rows["score_index"]].max()) + 1
-    assert tree("all", 8192).rows["input_ids"].shape[0] == 1  # everything fits: one shared prefix
+    assert prefixes(tree("all", 8192)) == 1  # everything fits: one shared prefix
     split = tree("all", longest_own)
-    assert split.rows["input_ids"].shape[0] > 1
+    assert prefixes(split) == prefixes(own) == 3
     for key in ("input_ids", "position_ids", "branch_ids"):
-        np.testing.assert_array_equal(split.rows[key][:, :width], own.rows[key], err_msg=key)
+        np.testing.assert_array_equal(split.rows[key], own.rows[key], err_msg=key)
     np.testing.assert_array_equal(split.branch_sentence, own.branch_sentence)
     with pytest.raises(ValueError, match="context window is 40"):
         tree("own", 40)
