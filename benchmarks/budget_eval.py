@@ -14,6 +14,11 @@ result. Requests the server rejects (503/504) count as SLO misses with quality 0
 
     .venv/bin/python benchmarks/budget_eval.py            # full: 270 questions per source (the shipped sweep)
     .venv/bin/python benchmarks/budget_eval.py --quick    # a few questions, one rate
+    .venv/bin/python benchmarks/budget_eval.py --config paper --no-load   # + SAGE's paper configuration
+
+With --config paper, SAGE's own configuration (budget.policy.CONFIGS["paper"]: 100 trees x depth
+10, argmax, least-violating oracle fallback) is trained on the same sweep's train/val questions
+at the same SLO (into a temporary folder) and reported beside the shipped policy, also under load.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -51,8 +57,8 @@ class Static:
 
 
 class Sage(Static):
-    def __init__(self, policy):
-        self.name, self.policy = "SAGE", policy
+    def __init__(self, policy, name: str = "SAGE"):
+        self.name, self.policy = name, policy
 
     def choose(self, features) -> int:
         return int(self.policy.choose(features)[0])
@@ -165,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs per (rate, strategy), interleaved across strategies so background "
                              "load hits all of them alike; the table averages them")
     parser.add_argument("--no-load", action="store_true", help="load-free part only")
+    parser.add_argument("--config", choices=("thresher", "paper"), default="thresher",
+                        help="paper: also train and report SAGE's paper configuration beside the policy")
     parser.add_argument("--sweep-cache", default=str(SWEEP_CACHE),
                         help="JSONL of oracle sweep rows (default benchmarks/out/budget_sweep.jsonl)")
     args = parser.parse_args(argv)
@@ -173,26 +181,39 @@ def main(argv: list[str] | None = None) -> int:
     import thresher
     from thresher.budget.corpus import build, select_questions
     from thresher.budget.evaluate import load_free
-    from thresher.budget.oracle import sweep, sweep_setup
-    from thresher.budget.policy import BudgetPolicy
-    from thresher.budget.retriever import HybridRetriever
+    from thresher.budget.oracle import K, read_rows, sweep, sweep_setup
+    from thresher.budget.policy import BudgetPolicy, train_from_sweep
+    from thresher.budget.retriever import HybridRetriever, index_key
 
     per_source = args.per_source or (4 if args.quick else 270)
     load_at_start = os.getloadavg()  # 1/5/15-min load average: background contention before this run
     compressor = thresher.Compressor.load("minilm-cosine")
     passages, questions = build(DATA)
-    retriever = HybridRetriever.build(passages, compressor)
-    rows = sweep(select_questions(questions, per_source), retriever, compressor, cache=Path(args.sweep_cache),
-                 setup=sweep_setup(retriever, compressor), progress=True)
+    chosen = select_questions(questions, per_source)
+    setup = sweep_setup(index_key(passages, compressor), compressor)
+    cached = {r.qid: r for r in read_rows(args.sweep_cache, K, setup)}
+    if args.no_load and all(q.qid in cached for q in chosen):  # the index is not needed: skip building it
+        rows = [cached[q.qid] for q in chosen]
+    else:
+        retriever = HybridRetriever.build(passages, compressor)
+        rows = sweep(chosen, retriever, compressor, cache=Path(args.sweep_cache), setup=setup, progress=True)
     policy = BudgetPolicy.load(args.policy)
     slo = policy.slo_ms if args.slo_ms is None else args.slo_ms
     # Quick runs have too few test questions: they score everything not used for training.
     eval_splits = ("test", "val") if args.quick else ("test",)
     eval_rows = [r for r in rows if r.split in eval_splits]
-    table = load_free(eval_rows, policy, slo)
+    others = {}
+    if args.config == "paper":
+        folder = Path(tempfile.mkdtemp(prefix="thresher-sage-paper-"))
+        report = train_from_sweep(rows, slo, folder, config="paper")
+        others["SAGE (paper config)"] = BudgetPolicy.load(folder)
+        print(f"paper config: classes {report.classes}, temperature {report.temperature:.3f}, "
+              f"val compliance {report.val_compliance:.1%}, quality {report.val_quality:.3f}", flush=True)
+    table = load_free(eval_rows, policy, slo, others=others)
     by_id = {q.qid: q for q in questions}
     data = {"command": command("budget_eval.py", argv), "slo_ms": slo, "per_source": per_source, "n_sweep": len(rows),
             "eval_splits": list(eval_splits), "policy": policy.meta, "load_free": table,
+            "other_policies": {name: p.meta for name, p in others.items()},
             "loadavg_start": load_at_start, "contention": os.getloadavg()}
     header = ["strategy", "SLO compliance", "quality", "mean k", "p95 ms"]
     md = [f"Load-free, {len(eval_rows)} {'/'.join(eval_splits)} questions, SLO {slo:.0f} ms "
@@ -221,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                 for rate in rates:
                     runs = []
                     for rep in range(args.repeats):
-                        for strategy in [*(Static(k) for k in static), Sage(policy), LoadAware(policy, slo)]:
+                        sages = [Sage(policy), *(Sage(p, name) for name, p in others.items())]
+                        for strategy in [*(Static(k) for k in static), *sages, LoadAware(policy, slo)]:
                             res = run_load(strategy, pool_q, retriever, client, rate, n, slo,
                                            seed=int(rate * 1000) + rep)
                             runs.append(res)

@@ -213,4 +213,7 @@ sequence longer than row_len.
   m.def("pack_tree", &thresher_tree::pack_tree, py::arg("prefix_ids"), py::arg("prefix_cu"),
         py::arg("branch_ids"), py::arg("branch_cu"), py::arg("branch_group"), py::arg("row_budget"),
         py::arg("pad_id") = 0, thresher_tree::kPackTreeDoc);
+  m.def("pack_forest", &thresher_tree::pack_forest, py::arg("prefix_ids"), py::arg("prefix_cu"),
+        py::arg("branch_ids"), py::arg("branch_cu"), py::arg("branch_group"), py::arg("row_budget"),
+        py::arg("pad_id"), py::arg("tree_stride"), thresher_tree::kPackForestDoc);
 }

@@ -16,9 +16,13 @@
 //   the less obvious layout.
 // - The mask is not materialised here: [R, W] branch ids are W times smaller than [R, 1, W, W]
 //   and the graph expands them where the attention needs them.
-// - One prefix per row (no packing of several contexts into one row): a second prefix would
-//   need a segment id on top of the branch id, and with HotpotQA-sized contexts rows are
-//   already ~90% full.
+// - pack_tree keeps one prefix per row; pack_forest puts several trees (prefix + branches) in a
+//   row, block-diagonal across trees. With one context per request ("all") rows are already
+//   ~90% full; with one context per document ("own") one row per prefix padded to the longest
+//   computed 2.3x the real tokens. The tree is encoded in the branch id itself
+//   (slot * stride + k) so the graph keeps its inputs and the mask rule stays one comparison.
+// - pack_forest's first fit scans rows from the first one that can still take the shortest tree:
+//   a few rows per request, so no segment tree (packer.cpp's) is needed.
 #pragma once
 
 #include <pybind11/numpy.h>
@@ -35,6 +39,11 @@ using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 py::dict pack_tree(const I64& prefix_ids, const I64& prefix_cu, const I64& branch_ids,
                    const I64& branch_cu, const I64& branch_group, int64_t row_budget, int64_t pad_id);
 
+// Several trees per row; bound as thresher._native.pack_forest.
+py::dict pack_forest(const I64& prefix_ids, const I64& prefix_cu, const I64& branch_ids, const I64& branch_cu,
+                     const I64& branch_group, int64_t row_budget, int64_t pad_id, int64_t tree_stride);
+
 extern const char* const kPackTreeDoc;
+extern const char* const kPackForestDoc;
 
 }  // namespace thresher_tree

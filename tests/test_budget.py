@@ -13,8 +13,8 @@ import pytest
 from thresher.budget.corpus import SPLITS, build, passage_id, select_questions, split_of
 from thresher.budget.features import FEATURE_NAMES, probe_features
 from thresher.budget.load import LoadAwarePolicy
-from thresher.budget.oracle import oracle_labels, quality, sweep
-from thresher.budget.policy import BudgetPolicy, calibrate, quantile_choice, train
+from thresher.budget.oracle import SweepRow, oracle_labels, quality, sweep
+from thresher.budget.policy import CONFIGS, BudgetPolicy, calibrate, quantile_choice, train, train_from_sweep
 
 from .conftest import DATA, load_jsonl
 
@@ -95,9 +95,10 @@ def test_splits_and_selection_are_stable(corpus):
 
 
 def test_hybrid_retriever_finds_gold_and_reuses_its_cache(retriever, corpus, cosine_compressor, index_cache):
-    from thresher.budget.retriever import HybridRetriever
+    from thresher.budget.retriever import HybridRetriever, index_key
 
     passages, questions = corpus
+    assert index_key(passages, cosine_compressor) == retriever.key  # known without the index
     q = next(q for q in questions if q.source == "hotpotqa")
     r = retriever.search(q.question, depth=10)
     top5 = {passages[i].pid for i in r.top(5)}
@@ -159,6 +160,17 @@ def test_oracle_labels():
     np.testing.assert_array_equal(oracle_labels(lat, qual, 450), [1, 0, 0, 2])
     with pytest.raises(ValueError, match="must be equal"):
         oracle_labels(lat, qual[:2], 100)
+
+
+def test_oracle_fallback_of_the_paper_is_the_least_violating_k():
+    lat = np.array([[500, 450, 700], [100, 200, 300], [900, 800, 610]], float)
+    qual = np.array([[0.1, 0.2, 1.0], [0.5, 1.0, 0.5], [0.3, 0.3, 0.9]])
+    # rows 0 and 2 meet no 400 ms target: thresher falls back to the smallest k, SAGE's paper to
+    # the k that overshoots least; a question some k serves is labelled alike.
+    np.testing.assert_array_equal(oracle_labels(lat, qual, 400), [0, 1, 0])
+    np.testing.assert_array_equal(oracle_labels(lat, qual, 400, "least-violating"), [1, 1, 2])
+    with pytest.raises(ValueError, match="fallback must be one of"):
+        oracle_labels(lat, qual, 400, "largest")
 
 
 def test_sweep_measures_every_k_and_caches(retriever, corpus, cosine_compressor, tmp_path):
@@ -235,6 +247,49 @@ def test_calibration_and_quantile_rule():
     assert quantile_choice(p, classes, 1.0)[0] == 10
 
 
+def _synthetic_sweep(n: int = 150) -> list[SweepRow]:
+    """Sweep rows whose best k follows feature 0 and whose latency makes some questions miss
+    the 250 ms target at every k (their fastest k is 3)."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for i in range(n):
+        x = rng.normal(size=len(FEATURE_NAMES))
+        best = 0 if x[0] < -0.5 else (1 if x[0] < 0.5 else 2)
+        qual = [1.0 if j == best else 0.3 for j in range(3)]
+        lat = [300.0, 280.0, 320.0] if x[1] > 1.0 else [100.0, 150.0, 200.0]
+        rows.append(SweepRow(str(i), "nq", ("train", "train", "val")[i % 3], KS, tuple(map(float, x)), 10.0,
+                             tuple(lat), tuple(qual), ""))
+    return rows
+
+
+def test_paper_config_trains_a_deep_forest_that_decides_by_argmax(tmp_path):
+    rows = _synthetic_sweep()
+    paper = train_from_sweep(rows, 250.0, tmp_path / "paper", config="paper")
+    ours = train_from_sweep(rows, 250.0, tmp_path / "thresher")
+    meta = json.loads((tmp_path / "paper" / "policy.json").read_text())
+    assert meta["config"] == "paper" and meta["decision"] == "argmax" and meta["quantile"] is None
+    assert meta["forest"]["n_estimators"] == 100 and meta["forest"]["max_depth"] == 10
+    assert CONFIGS["paper"].fallback == "least-violating" and CONFIGS["thresher"].decision == "quantile"
+    assert paper.quantile is None and ours.quantile is not None
+    policy = BudgetPolicy.load(tmp_path / "paper")
+    assert policy.decision == "argmax"
+    x = np.array([r.features for r in rows], np.float32)
+    proba = policy.proba(x)
+    np.testing.assert_array_equal(policy.choose(x), policy.classes[proba.argmax(axis=1)])
+    # the swept temperature cannot move an argmax: the uncalibrated votes pick the same k
+    raw = policy._session.run(None, {policy._input: x})[1]
+    np.testing.assert_array_equal(policy.choose(x), policy.classes[np.asarray(raw).argmax(axis=1)])
+    # an explicit quantile still applies the quantile rule
+    np.testing.assert_array_equal(policy.choose(x, quantile=0.5), quantile_choice(proba, policy.classes, 0.5))
+    # the least-violating fallback labels slow questions with k=3 (280 ms), never seen as the
+    # label of a slow question under thresher's smallest-k fallback
+    slow = x[:, 1] > 1.0
+    assert slow.any() and (policy.choose(x[slow]) == 3).mean() > 0.5
+    assert (BudgetPolicy.load(tmp_path / "thresher").choose(x[slow], quantile=0.5) == 2).mean() > 0.5
+    with pytest.raises(ValueError, match="config must be one of"):
+        train_from_sweep(rows, 250.0, tmp_path / "x", config="sage")
+
+
 def test_shipped_policy_loads():
     policy = BudgetPolicy.load()
     x = np.zeros((3, len(FEATURE_NAMES)), np.float32)
@@ -293,6 +348,14 @@ def test_cli_train_eval_compress(tiny_data, tmp_path, monkeypatch, capsys):
     assert main(["budget", "eval", *base, "--per-source", "5", "--policy", str(policy)]) == 0
     out = capsys.readouterr().out
     assert "static k=2" in out and "SAGE" in out
+    assert main(["budget", "eval", *base, "--per-source", "5", "--policy", str(policy), "--config", "paper"]) == 0
+    out = capsys.readouterr().out
+    assert "SAGE (paper config)" in out and "static k=2" in out
+    paper = tmp_path / "paper-pol"
+    assert main(["budget", "train", *base, "--per-source", "5", "--slo-ms", "5000", "--out", str(paper),
+                 "--config", "paper"]) == 0
+    assert json.loads(capsys.readouterr().out)["quantile"] is None
+    assert json.loads((paper / "policy.json").read_text())["decision"] == "argmax"
     assert main(["budget", "compress", "--data", str(tiny_data), "-m", model_dir, "--policy", str(policy), "-q",
                  "Who founded the Laleli Mosque?", "-o", "json"]) == 0
     res = json.loads(capsys.readouterr().out)

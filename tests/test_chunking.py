@@ -183,23 +183,64 @@ def test_lgmgc_defined_behaviour_on_odd_documents(eos_model):
         LogitsGuidedChunker(1, eos_model)
 
 
-def test_multigranular_children_partition_parents_at_sentence_bounds(eos_model):
+def _spans_partition(outer: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+    spans = sorted(spans)
+    return bool(spans) and spans[0][0] == outer[0] and spans[-1][1] == outer[1] and all(
+        a < b and b == c for (a, b), (c, _) in zip(spans, spans[1:] + [(outer[1], None)]))
+
+
+def _check_recursive_children(text: str, chunks, size: int) -> None:
+    """LGMGC's recursive subdivision: every parent has theta/2 children partitioning it, every
+    theta/2 child has theta/4 children partitioning it (so none straddles two theta/2 children),
+    cuts at sentence units, each child within its size or a single unit."""
+    from thresher.chunking.base import chunk_units
+
+    units = chunk_units(text, size)
+    cuts = set(units.tolist())
+    starts = word_starts(text)
+    parents = [c for c in chunks if c.level == 0]
+    assert {c.level for c in chunks} == ({0, 1, 2} if parents else set())
+    for p, parent in enumerate(parents):
+        halves = [(c.start, c.end) for c in chunks if c.level == 1 and c.parent == p]
+        assert _spans_partition((parent.start, parent.end), halves)
+        quarters = [(c.start, c.end) for c in chunks if c.level == 2 and c.parent == p]
+        for half in halves:
+            inside = [q for q in quarters if half[0] <= q[0] < half[1]]
+            assert all(q[1] <= half[1] for q in inside)  # nested, never straddling
+            assert _spans_partition(half, inside)
+        assert sum(len([q for q in quarters if h[0] <= q[0] < h[1]]) for h in halves) == len(quarters)
+        for level, divisor in ((1, 2), (2, 4)):
+            for c in (c for c in chunks if c.level == level and c.parent == p):
+                assert c.start in cuts | {parent.start} and c.end in cuts | {parent.end}
+                words = int(words_in(np.array([c.start, c.end]), starts)[0])
+                one_unit = np.count_nonzero((units > c.start) & (units < c.end)) == 0
+                assert words <= max(1, size // divisor) or one_unit
+
+
+def test_multigranular_children_subdivide_recursively(eos_model):
     text = " ".join(CORPUS * 3)
     mg = MultiGranularChunker(LogitsGuidedChunker(24, eos_model))
     chunks = mg.chunk(text)
     _partition_ok(text, chunks)
-    parents = [c for c in chunks if c.level == 0]
-    units = set(sentence_units(text).tolist())
-    assert {c.level for c in chunks} >= {0, 1, 2}
-    for level, size in ((1, 12), (2, 6)):
-        for p, parent in enumerate(parents):
-            kids = sorted((c for c in chunks if c.level == level and c.parent == p), key=lambda c: c.start)
-            for c in kids:
-                assert parent.start <= c.start < c.end <= parent.end
-                assert c.start in units | {parent.start} and c.end in units | {parent.end}
-                assert len(c.text(text).split()) <= size or len(sentence_units(c.text(text))) == 1
-    spans = [(c.start, c.end) for c in chunks]
-    assert len(spans) == len(set(spans))  # no duplicate of a parent or coarser child
+    _check_recursive_children(text, chunks, 24)
+    # A child equal to its parent is kept (the paper subdivides every chunk): a parent of at
+    # most 12 words is its own theta/2 child.
+    for p, parent in enumerate(c for c in chunks if c.level == 0):
+        halves = [c for c in chunks if c.level == 1 and c.parent == p]
+        if len(parent.text(text).split()) <= 12:
+            assert [(h.start, h.end) for h in halves] == [(parent.start, parent.end)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=st.lists(st.sampled_from(["alpha", "beta.", "gamma", "Dr.", "x?", "delta\n", "3.5", "é!"]),
+                      max_size=120),
+       size=st.integers(2, 40))
+def test_recursive_children_property(words, size):
+    text = " ".join(words)
+    chunks = MultiGranularChunker(SentencesChunker(size)).chunk(text)
+    if text:
+        _partition_ok(text, chunks)
+    _check_recursive_children(text, chunks, size)
 
 
 # ---------- the partition property, every method ----------

@@ -119,6 +119,16 @@ def reference_p_yes(model, tokenizer, template: PromptTemplate, items, mode: str
     return out
 
 
+class CountingRunner:
+    """A runner that answers zeros and adds up the tokens it is fed (rows x width)."""
+
+    call_tokens, padded, fed = CPU_CALL_TOKENS["causal-yesno"], True, 0
+
+    def run(self, feeds):
+        self.fed += int(feeds["input_ids"].size)
+        return [np.zeros((feeds["score_index"].shape[0], 2), np.float32)]
+
+
 def _scorer(lm: CausalLM, folder: Path, **manifest_options) -> CausalYesNoScorer:
     manifest = describe(lm, **manifest_options)
     lm.tokenizer.backend_tokenizer.save(str(folder / "tokenizer.json"))
@@ -146,6 +156,53 @@ def test_tree_packing_equals_one_prompt_per_sentence(tiny_checkpoint, tmp_path, 
     tree = scorer.build_tree(items)
     assert tree.tokens < sum(len(lm.tokenizer(scorer.template.prefix(i.question, c)).input_ids) for i in items
                              for c, sp in zip(_contexts(i, mode), i.spans) for _ in range(sp.shape[0]))
+    if mode == "own":  # the documents' trees share rows
+        assert tree.rows["input_ids"].shape[0] < sum(len(i.passages) for i in items)
+
+
+def test_own_context_is_the_default(tiny_checkpoint):
+    """EXIT's paper (Eq. 4) and training data condition a sentence on its own document."""
+    manifest = describe(load_causal_lm(tiny_checkpoint("llama")))
+    assert manifest["context"] == "own" and manifest["tree_stride"] >= 2
+
+
+def test_exports_without_a_tree_stride_keep_one_prefix_per_row(tiny_checkpoint, tmp_path):
+    """A model exported before forests (no tree_stride in its manifest) gets pack_tree's rows,
+    which its graph understands; the scores are the same either way."""
+    lm = load_causal_lm(tiny_checkpoint("llama"))
+    items = _requests(2, 3)
+    forest = _scorer(lm, tmp_path, context="own")
+    manifest = describe(lm, context="own")
+    del manifest["tree_stride"]
+    head = YesNoHead(lm.model, manifest["yes_id"], manifest["no_id"]).eval()
+    older = CausalYesNoScorer(tmp_path, manifest, ModuleRunner(head, GRAPH_INPUTS, CPU_CALL_TOKENS["causal-yesno"]))
+    one_per_row = older.build_tree(items).rows
+    assert one_per_row["input_ids"].shape[0] == sum(len(i.passages) for i in items)
+    assert "row_group" in one_per_row and "row_group" not in forest.build_tree(items).rows
+    np.testing.assert_allclose(_flat(older.score(items, {})), _flat(forest.score(items, {})), atol=1e-5, rtol=0)
+
+
+def test_own_context_computes_close_to_its_real_tokens(smollm2_dir, tmp_path):
+    """HotpotQA requests of 5 documents in 'own' mode: trees packed several to a row feed the
+    model little padding, where one prefix per row pads every document to the longest."""
+    lm = load_causal_lm(smollm2_dir)
+    segment = get_segmenter("rules")
+    items = []
+    for record in load_jsonl("hotpotqa_distractor", 4):
+        ps = tuple(Passage("".join(s), t) for t, s in record["context"][:5])
+        items.append(ScoreInput(record["question"], ps, tuple(segment(p.text) for p in ps)))
+    lm.tokenizer.backend_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    manifest = describe(lm, context="own")
+    older = {k: v for k, v in manifest.items() if k != "tree_stride"}
+    for item in items:
+        fed = {}
+        for name, m in (("forest", manifest), ("one per row", older)):
+            runner = CountingRunner()
+            scorer = CausalYesNoScorer(tmp_path, m, runner)
+            tree = scorer.build_tree([item])
+            scorer.run_tree(tree)
+            fed[name] = runner.fed
+        assert fed["forest"] <= 1.1 * tree.tokens < fed["one per row"]
 
 
 def _yes_no(lm: CausalLM) -> tuple[int, int]:
@@ -167,14 +224,17 @@ def test_gemma_prompt_is_exit_prompt(tiny_checkpoint):
     assert chat == "<bos><start_of_turn>user\nx<end_of_turn>\n<start_of_turn>model\n"
 
 
-def test_both_tokenization_paths_give_the_whole_prompt_ids(smollm2_dir, tmp_path):
+@pytest.mark.parametrize("mode", ["own", "all"])
+def test_both_tokenization_paths_give_the_whole_prompt_ids(smollm2_dir, tmp_path, mode):
     """Prefix and branches encoded apart (junction-safe vocabularies) or as whole prompts with
-    a shared longest common prefix: either way every branch sees exactly tokenizer(prompt)."""
+    a shared longest common prefix: either way every branch sees exactly tokenizer(prompt),
+    also where several contexts' trees share a row."""
     lm = load_causal_lm(smollm2_dir)
     items = _requests(2, 3)
-    manifest = describe(lm)
+    manifest = describe(lm, context=mode)
     assert manifest["prompt"]["junction_safe"]
     lm.tokenizer.backend_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    stride = manifest["tree_stride"]
     for safe in (True, False):
         m = {**manifest, "prompt": {**manifest["prompt"], "junction_safe": safe}}
         scorer = CausalYesNoScorer(tmp_path, m, runner=None)  # build_tree only: no model call
@@ -183,25 +243,28 @@ def test_both_tokenization_paths_give_the_whole_prompt_ids(smollm2_dir, tmp_path
         width = rows["input_ids"].shape[1]
         k = 0
         for item in items:
-            for context, p, spans in zip(_contexts(item, "all"), item.passages, item.spans):
+            for context, p, spans in zip(_contexts(item, mode), item.passages, item.spans):
                 for a, b in spans.tolist():
                     row, col = divmod(int(rows["score_index"][k]), width)
-                    br = rows["branch_ids"][row]
-                    seen = np.flatnonzero((np.arange(width) <= col) & ((br == 0) | (br == br[col])))
+                    br = rows["branch_ids"][row].astype(np.int64)
+                    own = (br == br[col]) | (br == br[col] - br[col] % stride)  # own branch, own tree's prefix
+                    seen = np.flatnonzero((np.arange(width) <= col) & own)
                     prompt = scorer.template.prefix(item.question, context) + scorer.template.branch(p.text[a:b])
                     assert rows["input_ids"][row, seen].tolist() == lm.tokenizer(prompt).input_ids
                     k += 1
 
 
-def test_smollm2_real_weights(smollm2_dir, tmp_path):
-    """Real SmolLM2-135M-Instruct (GGUF Q4_1, de-quantized) in the torch backend: the reference
-    P(Yes) within 1e-4 and identical keep decisions. (Its ONNX export takes minutes on 2 cores;
-    benchmarks/exit.py --onnx checks that graph; here ONNX is checked on tiny models.)"""
+@pytest.mark.parametrize("mode", ["own", "all"])
+def test_smollm2_real_weights(smollm2_dir, tmp_path, mode):
+    """Real SmolLM2-135M-Instruct (GGUF Q4_1, de-quantized) in the torch backend, both context
+    modes: the reference P(Yes) within 1e-4 and identical keep decisions. (Its ONNX export takes
+    minutes on 2 cores; benchmarks/exit.py --onnx checks that graph; here ONNX is checked on
+    tiny models.)"""
     lm = load_causal_lm(smollm2_dir)
     items = _requests(1, 2, max_sentences=3)
-    scorer = _scorer(lm, tmp_path, context="all")
+    scorer = _scorer(lm, tmp_path, context=mode)
     got = _flat(scorer.score(items, {}))
-    want = np.concatenate(reference_p_yes(lm.model, lm.tokenizer, scorer.template, items, "all", *_yes_no(lm)))
+    want = np.concatenate(reference_p_yes(lm.model, lm.tokenizer, scorer.template, items, mode, *_yes_no(lm)))
     np.testing.assert_allclose(got, want, atol=TOL, rtol=0)
     assert ((got >= 0.5) == (want >= 0.5)).all()
 
@@ -300,14 +363,17 @@ def test_prompt_over_the_window_is_split_by_documents(smollm2_dir, tmp_path):
         m = {**manifest, "max_length": window, "context": mode}
         return CausalYesNoScorer(tmp_path, m, runner=None).build_tree(items)
 
+    def prefixes(t):  # trees in the rows: their first prefix token has position 0
+        br, pos = t.rows["branch_ids"], t.rows["position_ids"]
+        return int(((pos == 0) & (br >= 0) & (br % manifest["tree_stride"] == 0)).sum())
+
     own = tree("own", 8192)
-    width = own.rows["input_ids"].shape[1]
     longest_own = int(own.rows["position_ids"].reshape(-1)[own.rows["score_index"]].max()) + 1
-    assert tree("all", 8192).rows["input_ids"].shape[0] == 1  # everything fits: one shared prefix
+    assert prefixes(tree("all", 8192)) == 1  # everything fits: one shared prefix
     split = tree("all", longest_own)
-    assert split.rows["input_ids"].shape[0] > 1
+    assert prefixes(split) == prefixes(own) == 3
     for key in ("input_ids", "position_ids", "branch_ids"):
-        np.testing.assert_array_equal(split.rows[key][:, :width], own.rows[key], err_msg=key)
+        np.testing.assert_array_equal(split.rows[key], own.rows[key], err_msg=key)
     np.testing.assert_array_equal(split.branch_sentence, own.branch_sentence)
     with pytest.raises(ValueError, match="context window is 40"):
         tree("own", 40)

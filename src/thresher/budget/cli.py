@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from thresher.budget.oracle import K
+from thresher.budget.policy import CONFIGS
 
 DEFAULT_PER_SOURCE = 270  # the shipped policy's sweep (benchmarks/RESULTS.md, "SAGE retrieval budget")
 DEFAULT_SLO_MS = 80.0  # ~p50 of k=10 on a quiet 2-core CPU (benchmarks/RESULTS.md); retrain per machine
@@ -61,21 +62,29 @@ def _train(args: argparse.Namespace) -> int:
 
     from thresher.budget.policy import train_from_sweep
 
-    report = train_from_sweep(_rows(args), args.slo_ms, args.out)
+    report = train_from_sweep(_rows(args), args.slo_ms, args.out, config=args.config)
     _say(json.dumps({"policy": str(args.out), **asdict(report)}, indent=2))
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
+    import tempfile
+
     from thresher.budget.evaluate import STATIC_KS, load_free
-    from thresher.budget.policy import BudgetPolicy
+    from thresher.budget.policy import BudgetPolicy, train_from_sweep
 
     policy = BudgetPolicy.load(args.policy)
-    rows = [r for r in _rows(args) if r.split == "test"]
+    swept = _rows(args)
+    rows = [r for r in swept if r.split == "test"]
     if not rows:
         raise ValueError("the sweep has no test-split questions: raise --per-source")
-    table = load_free(rows, policy, args.slo_ms, tuple(k for k in STATIC_KS if k in args.ks) or args.ks)
     slo = policy.slo_ms if args.slo_ms is None else args.slo_ms
+    others = {}
+    with tempfile.TemporaryDirectory(prefix="thresher-sage-") as folder:
+        if args.config == "paper":  # trained here on the sweep's train/val rows, beside --policy
+            train_from_sweep(swept, slo, folder, config="paper")
+            others["SAGE (paper config)"] = BudgetPolicy.load(folder)
+        table = load_free(rows, policy, args.slo_ms, tuple(k for k in STATIC_KS if k in args.ks) or args.ks, others)
     _say(f"{len(rows)} test questions, SLO {slo:.0f} ms (load-free, one query at a time)")
     _say(f"{'strategy':<16} {'compliance':>10} {'quality':>8} {'mean k':>7} {'p95 ms':>8}")
     for r in table:
@@ -123,6 +132,9 @@ def register(subparsers) -> None:
     sweep_args(p)
     p.add_argument("--slo-ms", type=float, default=DEFAULT_SLO_MS, help="end-to-end latency target")
     p.add_argument("--out", required=True, help="policy folder to write (policy.onnx + policy.json)")
+    p.add_argument("--config", choices=tuple(CONFIGS), default="thresher",
+                   help="thresher: 64 trees x depth 6, quantile decision, smallest-k fallback (default); "
+                        "paper: SAGE's 100 x 10, argmax, least-violating fallback")
     p.set_defaults(func=_train)
 
     p = sub.add_parser("eval", help="load-free SLO compliance / quality / mean k on the test split")
@@ -130,6 +142,8 @@ def register(subparsers) -> None:
     sweep_args(p)
     p.add_argument("--policy", help="policy folder (default: the shipped one)")
     p.add_argument("--slo-ms", type=float, help="latency target (default: the policy's)")
+    p.add_argument("--config", choices=tuple(CONFIGS), default="thresher",
+                   help="paper: also train SAGE's paper configuration on the sweep and report it beside the policy")
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("compress", help="retrieve with a per-question budget, then compress")

@@ -28,8 +28,9 @@ def strategy_row(name: str, chosen_idx: np.ndarray, latency: np.ndarray, quality
 
 
 def load_free(rows: list[SweepRow], policy: BudgetPolicy, slo_ms: float | None = None,
-              static_ks: tuple[int, ...] = STATIC_KS) -> list[dict]:
-    """One dict per strategy: static k's, SAGE, and the oracle (an upper bound, not deployable)."""
+              static_ks: tuple[int, ...] = STATIC_KS, others: dict[str, BudgetPolicy] | None = None) -> list[dict]:
+    """One dict per strategy: static k's, SAGE, the `others` policies by name (e.g. SAGE's
+    paper configuration), and the oracle (an upper bound, not deployable)."""
     if not rows:
         raise ValueError("no sweep rows to evaluate")
     ks = rows[0].ks
@@ -41,9 +42,10 @@ def load_free(rows: list[SweepRow], policy: BudgetPolicy, slo_ms: float | None =
         raise ValueError(f"static k {missing} were not swept (K = {list(ks)})")
     out = [strategy_row(f"static k={k}", np.full(len(rows), col[k]), latency, quality, ks, slo)
            for k in static_ks]
-    t0 = time.perf_counter()
-    chosen = np.array([col[int(policy.choose(f)[0])] for f in feats])  # one call per question, as served
-    policy_ms = (time.perf_counter() - t0) * 1e3 / len(rows)
-    out.append({**strategy_row("SAGE", chosen, latency, quality, ks, slo, policy_ms), "policy_ms": policy_ms})
+    for name, p in {"SAGE": policy, **(others or {})}.items():
+        t0 = time.perf_counter()
+        chosen = np.array([col[int(p.choose(f)[0])] for f in feats])  # one call per question, as served
+        policy_ms = (time.perf_counter() - t0) * 1e3 / len(rows)
+        out.append({**strategy_row(name, chosen, latency, quality, ks, slo, policy_ms), "policy_ms": policy_ms})
     out.append(strategy_row("oracle (bound)", oracle_labels(latency, quality, slo), latency, quality, ks, slo))
     return out

@@ -64,11 +64,13 @@ def quality(question: Question, pids: list[str], result) -> float:
 
 
 def sweep_setup(retriever, compressor) -> str:
-    """What a sweep row's numbers depend on: corpus + embedder (the index key), the compressing
-    model and its keep threshold, and the thresher version (engine changes move latency)."""
+    """What a sweep row's numbers depend on: corpus + embedder (the index key; `retriever` is a
+    HybridRetriever or its key), the compressing model and its keep threshold, and the thresher
+    version (engine changes move latency)."""
     from thresher import __version__
 
-    return f"{retriever.key}|{compressor.model}|t={compressor.threshold}|v{__version__}"
+    key = retriever if isinstance(retriever, str) else retriever.key
+    return f"{key}|{compressor.model}|t={compressor.threshold}|v{__version__}"
 
 
 def measure(question: Question, retriever, compressor, ks: tuple[int, ...] = K, setup: str = "") -> SweepRow:
@@ -130,9 +132,17 @@ def read_rows(cache: str | Path, ks: tuple[int, ...] = K, setup: str = "") -> li
     return rows
 
 
-def oracle_labels(latency_ms: np.ndarray, quality_: np.ndarray, slo_ms: float) -> np.ndarray:
+FALLBACKS = ("smallest", "least-violating")
+
+
+def oracle_labels(latency_ms: np.ndarray, quality_: np.ndarray, slo_ms: float,
+                  fallback: str = "smallest") -> np.ndarray:
     """Index into K per question: the smallest k that meets the latency target with the best
-    quality among those that meet it; the smallest k when none does. Shapes [N, len(K)]."""
+    quality among those that meet it. When none does: the smallest k (thresher's default, the
+    cheapest budget) or, with fallback="least-violating" (SAGE's paper), the k whose latency
+    exceeds the target least. Shapes [N, len(K)]."""
+    if fallback not in FALLBACKS:
+        raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     latency_ms, quality_ = np.asarray(latency_ms, float), np.asarray(quality_, float)
     if latency_ms.shape != quality_.shape or latency_ms.ndim != 2:
         raise ValueError(f"latency_ms {latency_ms.shape} and quality {quality_.shape} must be equal [N, K]")
@@ -140,7 +150,8 @@ def oracle_labels(latency_ms: np.ndarray, quality_: np.ndarray, slo_ms: float) -
     q = np.where(feasible, quality_, -np.inf)
     best = q.max(axis=1, keepdims=True)
     label = np.argmax(feasible & (q >= best - 1e-9), axis=1)  # first (smallest) such k
-    return np.where(feasible.any(axis=1), label, 0)
+    none = np.argmin(latency_ms, axis=1) if fallback == "least-violating" else np.zeros_like(label)
+    return np.where(feasible.any(axis=1), label, none)
 
 
 def arrays(rows: list[SweepRow]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -6,18 +6,22 @@ forest, exported by skl2onnx: no pickle anywhere) and `policy.json` (classes, fe
 temperature, decision quantile, SLO, sha256 of the ONNX file). Using a policy needs only
 onnxruntime and numpy.
 
-Decision rule: the smallest k whose calibrated cumulative probability reaches the quantile q.
-With q = 0.5 this is the median of the predicted budget distribution, which respects the order
-of the classes (argmax does not: it can jump from 2 to 30 on a near tie); the temperature
-matters because it shapes that cumulative distribution. q is chosen on the validation split: the
-highest-quality q whose SLO compliance reaches the target.
+Decision rule (thresher's default): the smallest k whose calibrated cumulative probability
+reaches the quantile q. With q = 0.5 this is the median of the predicted budget distribution,
+which respects the order of the classes (argmax does not: it can jump from 2 to 30 on a near
+tie); the temperature matters because it shapes that cumulative distribution. q is chosen on the
+validation split: the highest-quality q whose SLO compliance reaches the target.
+
+CONFIGS["paper"] is SAGE's own configuration: 100 trees of depth 10, argmax of the calibrated
+probabilities (the temperature is still fitted, and cannot move an argmax), and the least
+SLO-violating k as the oracle label of a question no k serves in time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +34,25 @@ SHIPPED = Path(__file__).resolve().parent / "trained"  # the policy trained on t
 TEMPERATURES = np.geomspace(0.2, 10.0, 61)
 QUANTILES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 PROB_FLOOR = 1e-4  # forest probabilities are vote fractions, often exactly 0
+DECISIONS = ("quantile", "argmax")
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """How a policy is trained (forest, oracle fallback) and how it decides."""
+
+    n_estimators: int
+    max_depth: int
+    decision: str  # "quantile" (smallest k whose CDF reaches q) or "argmax"
+    fallback: str  # oracle label when no k meets the SLO: "smallest" or "least-violating"
+
+
+CONFIGS = {
+    # A smaller forest for ~470 training questions, an order-respecting decision, the cheapest
+    # k when nothing is in time (benchmarks/RESULTS.md, "SAGE retrieval budget", compares both).
+    "thresher": PolicyConfig(64, 6, "quantile", "smallest"),
+    "paper": PolicyConfig(100, 10, "argmax", "least-violating"),
+}
 
 
 def calibrate(proba: np.ndarray, temperature: float) -> np.ndarray:
@@ -75,7 +98,10 @@ class BudgetPolicy:
         self.classes = np.array(meta["classes"], np.int64)
         self.ks = tuple(int(k) for k in meta["ks"])  # the budgets swept (classes is a subset)
         self.temperature = float(meta["temperature"])
-        self.quantile = float(meta["quantile"])
+        self.decision = meta.get("decision", "quantile")  # policies before the paper config: quantile
+        if self.decision not in DECISIONS:
+            raise ValueError(f"{meta_path}: decision {self.decision!r} is not one of {DECISIONS}")
+        self.quantile = None if meta.get("quantile") is None else float(meta["quantile"])
         self.slo_ms = float(meta["slo_ms"])
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # a few hundred small trees: threads cost more than they save
@@ -105,7 +131,10 @@ class BudgetPolicy:
         return calibrate(np.asarray(outputs[1], np.float64), self.temperature)
 
     def choose(self, features: np.ndarray, quantile: float | None = None) -> np.ndarray:
-        """Budget k per row (int64 [N])."""
+        """Budget k per row (int64 [N]), by the policy's decision rule; a `quantile` given here
+        applies the quantile rule with it instead."""
+        if quantile is None and self.decision == "argmax":
+            return self.classes[np.argmax(self.proba(features), axis=1)]
         q = self.quantile if quantile is None else float(quantile)
         if not 0.0 < q <= 1.0:
             raise ValueError(f"quantile must be in (0, 1], got {q}")
@@ -118,7 +147,7 @@ class TrainReport:
     temperature: float
     val_nll_raw: float
     val_nll_calibrated: float
-    quantile: float
+    quantile: float | None  # None with the argmax decision
     val_compliance: float
     val_quality: float
     n_train: int
@@ -130,10 +159,14 @@ def _nll(proba: np.ndarray, y_idx: np.ndarray) -> float:
 
 
 def train(x_train, k_train, x_val, k_val, lat_val, qual_val, ks, slo_ms: float, out_dir: str | Path, *,
-          target: float = 0.95, n_estimators: int = 64, max_depth: int = 6, seed: int = 0) -> TrainReport:
-    """Fit the forest on oracle labels, calibrate the temperature and choose the quantile on the
-    validation split, and write the policy folder. `k_*` are budgets (values of `ks`);
-    `lat_val`/`qual_val` are the validation rows' sweep tables [N_val, len(ks)]."""
+          target: float = 0.95, n_estimators: int = 64, max_depth: int = 6, decision: str = "quantile",
+          seed: int = 0, config: str | None = None) -> TrainReport:
+    """Fit the forest on oracle labels, calibrate the temperature and (quantile decision) choose
+    the quantile on the validation split, and write the policy folder. `k_*` are budgets (values
+    of `ks`); `lat_val`/`qual_val` are the validation rows' sweep tables [N_val, len(ks)].
+    `config` only names the configuration in policy.json."""
+    if decision not in DECISIONS:
+        raise ValueError(f"decision must be one of {DECISIONS}, got {decision!r}")
     from skl2onnx import to_onnx
     from sklearn.ensemble import RandomForestClassifier
 
@@ -156,15 +189,22 @@ def train(x_train, k_train, x_val, k_val, lat_val, qual_val, ks, slo_ms: float, 
     proba = calibrate(raw, temperature)
     col = {k: i for i, k in enumerate(ks)}
     rows = np.arange(x_val.shape[0])
-    best = None
-    for q in QUANTILES:
-        chosen = np.array([col[int(k)] for k in quantile_choice(proba, classes, q)])
-        compliance = float((np.asarray(lat_val)[rows, chosen] <= slo_ms).mean())
-        quality = float(np.asarray(qual_val)[rows, chosen].mean())
-        key = (compliance >= target, quality if compliance >= target else compliance)
-        if best is None or key > best[0]:
-            best = (key, q, compliance, quality)
-    _, quantile, compliance, quality = best
+
+    def scored(choice: np.ndarray) -> tuple[float, float]:  # validation compliance, quality
+        chosen = np.array([col[int(k)] for k in choice])
+        return (float((np.asarray(lat_val)[rows, chosen] <= slo_ms).mean()),
+                float(np.asarray(qual_val)[rows, chosen].mean()))
+
+    if decision == "argmax":
+        quantile, (compliance, quality) = None, scored(classes[np.argmax(proba, axis=1)])
+    else:
+        best = None
+        for q in QUANTILES:
+            compliance, quality = scored(quantile_choice(proba, classes, q))
+            key = (compliance >= target, quality if compliance >= target else compliance)
+            if best is None or key > best[0]:
+                best = (key, q, compliance, quality)
+        _, quantile, compliance, quality = best
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -174,8 +214,8 @@ def train(x_train, k_train, x_val, k_val, lat_val, qual_val, ks, slo_ms: float, 
                          float(min(nlls)), quantile, compliance, quality, int(x_train.shape[0]), int(x_val.shape[0]))
     meta = {
         "format": POLICY_FORMAT, "kind": POLICY_KIND, "classes": list(report.classes), "ks": list(ks),
-        "feature_names": list(FEATURE_NAMES), "temperature": temperature, "quantile": quantile,
-        "slo_ms": float(slo_ms), "target_compliance": target,
+        "feature_names": list(FEATURE_NAMES), "temperature": temperature, "decision": decision,
+        "quantile": quantile, "slo_ms": float(slo_ms), "target_compliance": target, "config": config,
         "forest": {"n_estimators": n_estimators, "max_depth": max_depth, "seed": seed},
         "validation": {"nll_raw": report.val_nll_raw, "nll_calibrated": report.val_nll_calibrated,
                        "compliance": compliance, "quality": quality},
@@ -186,17 +226,22 @@ def train(x_train, k_train, x_val, k_val, lat_val, qual_val, ks, slo_ms: float, 
     return report
 
 
-def train_from_sweep(rows, slo_ms: float, out_dir: str | Path, **options) -> TrainReport:
-    """Label sweep rows with the oracle and train on the train split, calibrating on val.
-    Test rows are never used."""
+def train_from_sweep(rows, slo_ms: float, out_dir: str | Path, config: str = "thresher", **options) -> TrainReport:
+    """Label sweep rows with the oracle and train on the train split, calibrating on val, with
+    a configuration of CONFIGS ("thresher" or "paper"); options override its forest size or
+    decision. Test rows are never used."""
     from thresher.budget.oracle import arrays, oracle_labels
 
+    if config not in CONFIGS:
+        raise ValueError(f"config must be one of {tuple(CONFIGS)}, got {config!r}")
     if not rows:
         raise ValueError("no sweep rows to train on")
+    settings = asdict(CONFIGS[config])
+    fallback = settings.pop("fallback")
     ks = rows[0].ks
     feats, latency, quality = arrays(rows)
-    labels = np.asarray(ks)[oracle_labels(latency, quality, slo_ms)]
+    labels = np.asarray(ks)[oracle_labels(latency, quality, slo_ms, fallback)]
     split = np.array([r.split for r in rows])
     tr, va = split == "train", split == "val"
     return train(feats[tr], labels[tr], feats[va], labels[va], latency[va], quality[va], ks, slo_ms,
-                 out_dir, **options)
+                 out_dir, config=config, **{**settings, **options})

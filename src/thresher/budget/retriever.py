@@ -93,16 +93,15 @@ class HybridRetriever:
             from thresher.cache import cache_home
 
             cache_dir = cache_home() / "budget"
-        digest = hashlib.sha256(
-            json.dumps([INDEX_FORMAT, compressor.model, [p.pid for p in passages]]).encode()
-        ).hexdigest()[:16]
+        key = index_key(passages, compressor)
+        digest = key.split("-", 1)[0]
         final = Path(cache_dir) / f"index-{digest}"
         if not (final / "dense.npy").is_file():
             with atomic_directory(final) as tmp:
                 cls._write_index(passages, compressor, tmp)
         bm25 = bm25s.BM25.load(str(final / "bm25"), show_progress=False)
         dense = np.load(final / "dense.npy")
-        return cls(passages, compressor, bm25, dense, key=f"{digest}-{compressor.model}")
+        return cls(passages, compressor, bm25, dense, key=key)
 
     @staticmethod
     def _write_index(passages: list[CorpusPassage], compressor, out: Path) -> None:
@@ -155,3 +154,10 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
         return np.argsort(-scores, kind="stable")
     part = np.argpartition(-scores, k - 1)[:k]
     return part[np.lexsort((part, -scores[part]))]
+
+
+def index_key(passages: list[CorpusPassage], compressor) -> str:
+    """The key of the index of these passages embedded by `compressor` (HybridRetriever.key),
+    known without building or loading the index."""
+    digest = hashlib.sha256(json.dumps([INDEX_FORMAT, compressor.model, [p.pid for p in passages]]).encode())
+    return f"{digest.hexdigest()[:16]}-{compressor.model}"

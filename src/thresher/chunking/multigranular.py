@@ -1,10 +1,12 @@
 """LGMGC's multi-granular chunker: every parent also yields children of ~size/2 and ~size/4 words.
 
-Children are whole sentence units packed greedily inside their parent, so a child never splits
-a sentence and never crosses its parent's boundary; the children of one level partition their
-parent exactly. A child identical to its parent or to a coarser child is dropped (a short
-parent has no finer children). Retrieval indexes every level and scores a parent by the best of
-itself and its children (small-to-big, see retrieve.py).
+As in the paper, children come from recursive subdivision: each parent is cut into θ/2
+children and each θ/2 child into θ/4 children, so a θ/4 child never straddles two θ/2
+children. Cuts fall on sentence units packed greedily, so a child never splits a sentence and
+the children of a chunk partition it exactly. A child equal to the chunk it subdivides is kept
+(the paper gives every chunk its children; a short parent's θ/2 level is then the parent
+itself), so every parent has every level. Retrieval indexes every level and scores a parent by
+the best of itself and its children (small-to-big, see retrieve.py).
 """
 
 from __future__ import annotations
@@ -48,16 +50,16 @@ class MultiGranularChunker:
         units = chunk_units(text, self.size, self.segmenter)
         starts = word_starts(text)
         out = list(parents)
-        seen = {(c.start, c.end) for c in parents}
-        for divisor in LEVEL_DIVISORS:
+        coarser = [Chunk(c.start, c.end, 0, p) for p, c in enumerate(parents)]  # parent = own index
+        for level, divisor in enumerate(LEVEL_DIVISORS, start=1):
             child_size = max(1, self.size // divisor)
-            for p, parent in enumerate(parents):
-                inner = units[(units > parent.start) & (units < parent.end)]
-                bounds = np.concatenate([[parent.start], inner, [parent.end]]).astype(np.int64)
+            finer = []
+            for chunk in coarser:
+                inner = units[(units > chunk.start) & (units < chunk.end)]
+                bounds = np.concatenate([[chunk.start], inner, [chunk.end]]).astype(np.int64)
                 group = pack_units(words_in(bounds, starts), child_size)
-                edges = np.concatenate([bounds[group], [parent.end]]).tolist()
-                for a, b in zip(edges, edges[1:]):
-                    if (a, b) not in seen:
-                        seen.add((a, b))
-                        out.append(Chunk(a, b, LEVEL_DIVISORS.index(divisor) + 1, p))
+                edges = np.concatenate([bounds[group], [chunk.end]]).tolist()
+                finer += [Chunk(a, b, level, chunk.parent) for a, b in zip(edges, edges[1:])]
+            out += finer
+            coarser = finer
         return out

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import torch
 
+# Branch id = tree slot in the row * TREE_STRIDE + branch number (0 = the tree's prefix); see
+# thresher._native.pack_forest. With one tree per row (pack_tree) ids are the branch numbers.
+TREE_STRIDE = 1 << 16
+
 
 def tree_mask(branch_ids: torch.Tensor, position_ids: torch.Tensor, sliding_window: int | None,
               dtype: torch.dtype) -> torch.Tensor:
-    """Additive mask [R, 1, T, T] (0 = visible, dtype min = hidden) from branch ids [R, T]."""
+    """Additive mask [R, 1, T, T] (0 = visible, dtype min = hidden) from branch ids [R, T]:
+    a token sees the earlier tokens of its own branch and of its own tree's prefix."""
     width = branch_ids.shape[1]
     col = torch.arange(width, device=branch_ids.device)
     causal = col[None, :] <= col[:, None]  # [Tq, Tk]
-    key = branch_ids[:, None, :]  # [R, 1, Tk]
-    visible = (key == branch_ids[:, :, None]) | (key == 0)  # [R, Tq, Tk]: own branch or prefix
+    query, key = branch_ids[:, :, None], branch_ids[:, None, :]  # [R, Tq, 1], [R, 1, Tk]
+    prefix = query - torch.remainder(query, TREE_STRIDE)  # the query's tree prefix id (padding: none)
+    visible = (key == query) | (key == prefix)  # [R, Tq, Tk]
     allowed = causal[None] & visible
     if sliding_window is not None:
         allowed = allowed & (position_ids[:, :, None] - position_ids[:, None, :] < sliding_window)

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from thresher import __version__
-from thresher._native import pack_tree
-from thresher.engine.tree_mask import sliding_window_of, tree_masks
+from thresher._native import pack_forest
+from thresher.engine.tree_mask import TREE_STRIDE, sliding_window_of, tree_masks
 from thresher.export.causal_lm import CausalLM, load_causal_lm, single_token_id, special_ids_added
 from thresher.export.onnx_io import quantize_int8, verify
 from thresher.manifest import write_manifest
@@ -61,7 +61,8 @@ class YesNoHead(torch.nn.Module):
 
 
 def example_tree(vocab: int, seed: int, pad_id: int = 0) -> dict[str, np.ndarray]:
-    """A random packed tree batch (2-3 rows, uneven widths, padding) as pack_tree emits it."""
+    """A random packed batch as pack_forest emits it: 2-3 contexts, several trees sharing a row
+    (block-diagonal), a context overflowing into a second tree, uneven rows with padding."""
 
     rng = np.random.default_rng(seed)
     groups = int(rng.integers(2, 4))
@@ -71,8 +72,8 @@ def example_tree(vocab: int, seed: int, pad_id: int = 0) -> dict[str, np.ndarray
     bgroup = np.sort(np.concatenate([np.arange(groups), rng.integers(0, groups, n - groups)]))
     pcu = np.concatenate([[0], np.cumsum(plens)])
     bcu = np.concatenate([[0], np.cumsum(blens)])
-    out = pack_tree(rng.integers(1, vocab, int(pcu[-1])), pcu, rng.integers(1, vocab, int(bcu[-1])), bcu,
-                    bgroup, int(plens.max() + 2 * blens.max()), pad_id)
+    out = pack_forest(rng.integers(1, vocab, int(pcu[-1])), pcu, rng.integers(1, vocab, int(bcu[-1])), bcu,
+                      bgroup, int(plens.max() + 2 * blens.max()), pad_id, TREE_STRIDE)
     return {name: out[name] for name in INPUTS}
 
 
@@ -134,7 +135,7 @@ def junction_safe(tokenizer, template: PromptTemplate, samples: list[tuple[str, 
     return True
 
 
-def describe(lm: CausalLM, *, prompt: str | None = None, context: str = "all", threshold: float = 0.5,
+def describe(lm: CausalLM, *, prompt: str | None = None, context: str = "own", threshold: float = 0.5,
              segmenter: str = "rules", max_length: int | None = None, name: str = "",
              source_info: dict | None = None) -> dict:
     """The manifest of a causal-yesno model for `lm` (without its file hashes)."""
@@ -163,6 +164,7 @@ def describe(lm: CausalLM, *, prompt: str | None = None, context: str = "all", t
         "no_id": no_id,
         "pad_id": int(pad_id),
         "context": context,
+        "tree_stride": TREE_STRIDE,
         "threshold": threshold,
         "segmenter": segmenter,
         "exporter_version": __version__,
@@ -177,7 +179,8 @@ def export_causal_yesno(source: str | Path, out_dir: str | Path, *, adapter: str
     `lm` passes an already loaded model (tests, benchmarks) instead of loading `source`.
     options (see describe): prompt "exit" (EXIT's Gemma turn, the default for Gemma models) or
     "chat" (the same user message in the tokenizer's chat template, the default otherwise);
-    context "all" (every passage of the request joined) or "own" (the sentence's passage);
+    context "own" (the sentence's passage, as EXIT's paper and training data; the default) or
+    "all" (every passage of the request joined, as EXIT's quickstart);
     threshold (0.5); segmenter; max_length caps the model's context window (longer prompts
     are split by documents at run time); name; source_info.
     """

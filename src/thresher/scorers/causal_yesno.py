@@ -3,13 +3,14 @@
 EXIT asks, for every sentence, "is this sentence useful in answering the query?" with the query
 and the full context in the prompt, one prompt per sentence. Here every context becomes one
 prefix (instruction, query, context) shared by all its sentences: each sentence is a branch
-(sentence + question + model turn) packed after the prefix by the C++ tree packer, and the graph
-returns only the yes/no logits at each branch's last token. The result is the same as one prompt
+(sentence + question + model turn) packed after the prefix by the C++ tree packer; several
+contexts' trees share a row, block-diagonal, so short "own" contexts do not each pad a row. The
+graph returns only the yes/no logits at each branch's last token. The result is the same as one prompt
 per sentence (tests/test_exit.py checks it against full-vocabulary logits).
 
-Context modes: "all" joins every passage of the request (title, newline, text; passages joined by
-a space, as EXIT's quickstart joins its sentences); "own" uses the sentence's own passage (EXIT's
-training data). A prompt longer than the model's context window is split by documents (then by
+Context modes: "own" (the default of new exports) uses the sentence's own passage, title,
+newline, text (EXIT's Eq. 4 and its training data); "all" joins every passage of the request
+(passages joined by a space, as EXIT's quickstart joins its sentences). A prompt longer than the model's context window is split by documents (then by
 sentence blocks of one document), never cut.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from thresher._native import pack_tree
+from thresher._native import pack_forest, pack_tree
 from thresher.engine.batch import cut_runs
 from thresher.engine.runner import Runner
 from thresher.engine.scorer import ScoreInput, Scores
@@ -106,6 +107,9 @@ class CausalYesNoScorer:
         self._after = np.asarray(prompt["suffix_ids"], np.int64)
         self._apart = bool(prompt["junction_safe"])
         self._pad = int(manifest["pad_id"])
+        # Graphs exported with a tree stride take several trees per row (pack_forest); older
+        # exports get one prefix per row (pack_tree).
+        self._stride = manifest.get("tree_stride")
         self._tok = load_tokenizer(model_dir / "tokenizer.json")
         self._runner = runner
 
@@ -216,9 +220,10 @@ class CausalYesNoScorer:
         bcu = np.zeros(len(flat_b) + 1, np.int64)
         np.cumsum([len(b) for b in flat_b], out=bcu[1:])
         need = max((len(p) + max(len(b) for b in bs) for p, bs in zip(prefixes, branches)), default=1)
-        rows = pack_tree(np.concatenate(prefixes or [np.zeros(0, np.int64)]), pcu,
-                         np.concatenate(flat_b or [np.zeros(0, np.int64)]), bcu, np.asarray(gid, np.int64),
-                         max(self.max_row_tokens, need), self._pad)
+        args = (np.concatenate(prefixes or [np.zeros(0, np.int64)]), pcu,
+                np.concatenate(flat_b or [np.zeros(0, np.int64)]), bcu, np.asarray(gid, np.int64),
+                max(self.max_row_tokens, need), self._pad)
+        rows = pack_forest(*args, int(self._stride)) if self._stride else pack_tree(*args)
         return TreeBatch(rows, np.asarray(req, np.int64), np.asarray(psg, np.int64), np.asarray(sent, np.int64))
 
     # -- model -----------------------------------------------------------------------------
