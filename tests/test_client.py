@@ -17,13 +17,8 @@ PASSAGES = [{"id": "h", "title": "Hamlet", "text": "Hamlet is a tragedy. It was 
 
 
 @pytest.fixture(scope="module")
-def compressor(default_compressor):
-    return default_compressor
-
-
-@pytest.fixture(scope="module")
-def server(compressor):
-    with serve(compressor, max_wait_ms=5, max_queue_wait_s=100, request_timeout_s=120) as (base, uv):
+def server(default_compressor):
+    with serve(default_compressor, max_wait_ms=5, max_queue_wait_s=100, request_timeout_s=120) as (base, uv):
         yield base, uv
 
 
@@ -48,8 +43,8 @@ def test_results_are_compression_results(server, default_compressor):
         assert (e.value.status, e.value.error_type) == (422, "validation") and "question" in e.value.message
 
 
-def test_keep_alive_reuses_one_connection(compressor):
-    with serve(compressor) as (base, uv):
+def test_keep_alive_reuses_one_connection(default_compressor):
+    with serve(default_compressor) as (base, uv):
         with Client(base) as client:
             for _ in range(4):
                 client.health()
@@ -58,8 +53,8 @@ def test_keep_alive_reuses_one_connection(compressor):
         wait_for(lambda: len(uv.server_state.connections) == 0)
 
 
-def test_retries_honour_retry_after(compressor):
-    with serve(compressor, max_batch_requests=1, max_queued_requests=1) as (base, _):
+def test_retries_honour_retry_after(default_compressor):
+    with serve(default_compressor, max_batch_requests=1, max_queued_requests=1) as (base, _):
         with ThreadPost(f"{base}/v1/compress", blocker()) as busy:
             wait_for(lambda: running(base) == 1)
             with ThreadPost(f"{base}/v1/compress", {"question": "q", "passages": ["a."]}) as queued:

@@ -54,7 +54,7 @@ def test_tei_rerank_scores(url, default_compressor, hotpot):
     ({"query": QUERY, "texts": ["a"], "raw_scores": "yes"}, "raw_scores must be a boolean"),
     ({"query": QUERY, "texts": ["a"], "truncation_direction": "Up"}, "truncation_direction must be 'Left' or 'Right'"),
     ({"query": QUERY, "texts": ["a"], "top_n": 1}, "unknown keys ['top_n']"),
-    ({"query": "", "texts": ["a"]}, "question is empty"),
+    ({"query": "", "texts": ["a"]}, "query is empty"),
     ([QUERY], "must be a JSON object"),
 ])
 def test_tei_rerank_bad_bodies(url, body, needle):
@@ -73,15 +73,16 @@ def test_info_and_embed_on_a_reranker(url, default_compressor):
 
 
 def test_embed_on_an_embedder(cosine_compressor):
-    with serve(cosine_compressor) as (base, _):
+    with serve(cosine_compressor, max_passages=3) as (base, _):
         texts = ["Shakespeare wrote Hamlet.", "Cats sleep a lot."]
         vectors = httpx.post(f"{base}/embed", json={"inputs": texts, "truncate": True}).json()
         np.testing.assert_allclose(vectors, cosine_compressor.embed(texts), atol=1e-6)
         one = httpx.post(f"{base}/embed", json={"inputs": texts[0]}).json()
         np.testing.assert_allclose(one, cosine_compressor.embed(texts[:1]), atol=1e-6)
         assert "embedding" in httpx.get(f"{base}/info").json()["model_type"]
-        for body, needle in [({"inputs": []}, "inputs must be"), ({"inputs": "a", "prompt_name": "query"},
-                                                                   "prompt_name is not supported")]:
+        for body, needle in [({"inputs": []}, "inputs must be"), ({"inputs": ["a"] * 4}, "inputs has 4 items; the "
+                                                                  "limit is 3 (max_passages)"),
+                             ({"inputs": "a", "prompt_name": "query"}, "prompt_name is not supported")]:
             r = httpx.post(f"{base}/embed", json=body)
             assert r.status_code == 422 and needle in r.json()["error"], r.text
 
@@ -155,3 +156,11 @@ def test_cohere_clients(url, default_compressor, hotpot):
     answer2 = v2.rerank(model="thresher", query=query, documents=texts, top_n=2)
     assert [(r.index, r.relevance_score) for r in answer2.results] == [(r.index, r.relevance_score)
                                                                        for r in answer.results]
+
+
+def test_limits_are_named_in_the_protocols_terms(default_compressor):
+    with serve(default_compressor, max_passages=3, max_passage_chars=50) as (base, _):
+        r = httpx.post(f"{base}/rerank", json={"query": QUERY, "texts": ["a"] * 4})
+        assert r.status_code == 422 and "texts has 4 items; the limit is 3" in r.json()["error"], r.text
+        r = httpx.post(f"{base}/v1/rerank", json={"query": QUERY, "documents": ["a", "b" * 51]})
+        assert r.status_code == 422 and "documents[1] has 51 characters; the limit is 50" in r.json()["error"]

@@ -198,7 +198,7 @@ def test_bad_bodies(url, body, status, kind, needle):
 def test_rerank_bad_bodies(url):
     for body, needle in [({"query": "q"}, "texts"), ({"query": "q", "texts": [1]}, "texts"),
                          ({"query": "q", "texts": ["a"], "truncate": 1}, "truncate"),
-                         ({"query": "", "texts": ["a"]}, "question is empty"), ([1], "JSON object")]:
+                         ({"query": "", "texts": ["a"]}, "query is empty"), ([1], "JSON object")]:
         r = httpx.post(f"{url}/rerank", json=body)
         assert r.status_code == 422 and needle in r.json()["error"], (body, r.text)
 

@@ -12,6 +12,7 @@ promises 0..1 they go through thresher.scorers.scale.unit_scores (sigmoid of a l
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -72,12 +73,17 @@ def _strings(value: Any, key: str) -> list[str]:
     return value
 
 
-async def _rerank(request: Request, query: Any, passages: list) -> tuple[list, Any]:
-    """Passages best first (PassageResults) and the outcome, through the shared queue."""
+async def _rerank(request: Request, query: Any, passages: list, field: str) -> tuple[list, Any]:
+    """Passages best first (PassageResults) and the outcome, through the shared queue. The
+    engine's validation messages are told in this protocol's names (query, `field`)."""
     service = request.app.state.service
     if service.compressor.rerank_scale is None:
         raise ServiceError("validation", f"model kind {service.compressor.kind!r} has no rerank score")
-    engine_request = service.compress_request({"question": query, "passages": passages, "reorder": True}, "")
+    try:
+        engine_request = service.compress_request({"question": query, "passages": passages, "reorder": True}, "")
+    except ServiceError as e:
+        message = re.sub(r"\bquestion\b", "query", re.sub(r"\bpassages\b", field, e.message))
+        raise ServiceError(e.kind, message, e.headers) from None
     (outcome,) = await service.run(request, [engine_request])
     return list(outcome.result.passages), outcome
 
@@ -99,7 +105,7 @@ async def tei_rerank(request: Request) -> Response:
     texts = _strings(body.get("texts"), "texts")
     raw, return_text = _flag(body, "raw_scores", False), _flag(body, "return_text", False)
     _truncation(body)
-    ranked, outcome = await _rerank(request, body.get("query"), texts)
+    ranked, outcome = await _rerank(request, body.get("query"), texts, "texts")
     scores = [p.rerank_score for p in ranked]
     if not raw:
         scores = unit_scores(scores, service.compressor.rerank_scale).tolist()
@@ -132,7 +138,7 @@ async def cohere_rerank(request: Request) -> Response:
     if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
         raise ServiceError("validation", f"top_n must be an integer >= 1, got {top_n!r}")
     return_documents = _flag(body, "return_documents", False)
-    ranked, outcome = await _rerank(request, body.get("query"), texts)
+    ranked, outcome = await _rerank(request, body.get("query"), texts, "documents")
     ranked = ranked[:top_n]
     scores = unit_scores([p.rerank_score for p in ranked], service.compressor.rerank_scale).tolist()
     results = [{"index": p.index, "relevance_score": s,
