@@ -17,7 +17,7 @@ PAIRS = [("Who wrote Hamlet?", "Hamlet is a tragedy. It was written by William S
 
 
 def test_predict_activations(default_compressor, cosine_compressor):
-    assert default_compressor.rerank_scale == LOGIT == rerank_scale(default_compressor._scorer)
+    assert default_compressor.rerank_scale == LOGIT == rerank_scale(default_compressor.scorer)
     raw = default_compressor.score(PAIRS)
     default = default_compressor.predict(PAIRS)
     assert default.dtype == np.float32 and default.shape == (3,)

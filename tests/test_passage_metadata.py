@@ -83,7 +83,7 @@ def test_cli_echoes_ids(tmp_path, default_compressor):
 
 
 def test_server_echoes_ids(default_compressor):
-    with serve(default_compressor._scorer) as (base, _):
+    with serve(default_compressor) as (base, _):
         r = httpx.post(f"{base}/v1/compress", json={"question": "Who wrote Hamlet?", "passages": PASSAGES,
                                                      "reorder": True})
         assert r.status_code == 200, r.text
