@@ -3,6 +3,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # Haystack would post usage events online
 
 from pathlib import Path  # noqa: E402
 

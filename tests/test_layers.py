@@ -22,7 +22,7 @@ LAYERS = [
     ("thresher.scorers",),
     ("thresher.export",),
     ("thresher.catalogue", "thresher.backends"),
-    ("thresher.compressor",),
+    ("thresher.compressor", "thresher.field_calls"),
     ("thresher.cli", "thresher.client", "thresher.server", "thresher.chunking", "thresher.budget",
      "thresher.training", "thresher.integrations", "thresher.batch", "thresher"),
 ]

@@ -123,7 +123,7 @@ def test_compress_list_body_is_one_batch(url, compressor):
 
 def test_rerank_tei_shape(url, default_compressor):
     texts = ["Cats sleep a lot.", "Shakespeare wrote Hamlet.", "Paris is in France."]
-    ranked = Client(url).rerank("Who wrote Hamlet?", texts, return_text=True)
+    ranked = Client(url).rerank("Who wrote Hamlet?", texts, return_text=True, raw_scores=True)
     expected = default_compressor.rank("Who wrote Hamlet?", texts, return_documents=True)
     assert ranked == [{"index": e["corpus_id"], "score": e["score"], "text": e["text"]} for e in expected]
     assert ranked[0]["index"] == 1
@@ -136,11 +136,11 @@ def test_client_and_health(url, compressor):
     assert {k: health[k] for k in ("status", "model", "kind")} == {
         "status": "ok", "model": compressor.model, "kind": compressor.kind}
     assert health["queued"] >= 0 and health["last_success_s"] >= 0
-    one = client.compress("Who wrote Hamlet?", HAMLET, threshold=0.2)
+    one = client.compress("Who wrote Hamlet?", HAMLET, threshold=0.2).to_dict()
     assert strip(one) == engine(compressor, [{"question": "Who wrote Hamlet?", "passages": HAMLET,
                                           "threshold": 0.2}])[0]
     both = client.compress_batch([{"question": "Who wrote Hamlet?", "passages": HAMLET}] * 2)
-    assert len(both) == 2 and both[0]["passages"] == both[1]["passages"]
+    assert len(both) == 2 and both[0].passages == both[1].passages
     with pytest.raises(ServerError) as e:
         client.compress("Who?", HAMLET, keep_ratio=2)
     assert (e.value.status, e.value.error_type) == (422, "validation") and "keep_ratio" in e.value.message
@@ -197,9 +197,9 @@ def test_bad_bodies(url, body, status, kind, needle):
 
 def test_rerank_bad_bodies(url):
     for body, needle in [({"query": "q"}, "texts"), ({"query": "q", "texts": [1]}, "texts"),
-                         ({"query": "q", "texts": ["a"], "truncate": True}, "truncate"),
-                         ({"query": "", "texts": ["a"]}, "question is empty"), ([1], "JSON object")]:
-        r = httpx.post(f"{url}/v1/rerank", json=body)
+                         ({"query": "q", "texts": ["a"], "truncate": 1}, "truncate"),
+                         ({"query": "", "texts": ["a"]}, "query is empty"), ([1], "JSON object")]:
+        r = httpx.post(f"{url}/rerank", json=body)
         assert r.status_code == 422 and needle in r.json()["error"], (body, r.text)
 
 
@@ -218,9 +218,11 @@ def test_auth(limited):
     r = httpx.post(f"{limited}/v1/compress", json=ok, headers={"Authorization": "Bearer nope"})
     assert r.status_code == 401 and r.json()["error_type"] == "unauthorized"
     assert r.headers["www-authenticate"].startswith("Bearer")
-    assert httpx.post(f"{limited}/v1/rerank", json={"query": "q", "texts": ["a"]}).status_code == 401
+    assert httpx.post(f"{limited}/rerank", json={"query": "q", "texts": ["a"]}).status_code == 401
+    assert httpx.post(f"{limited}/v1/rerank", json={"query": "q", "documents": ["a"]}).status_code == 401
+    assert httpx.post(f"{limited}/embed", json={"inputs": "a"}).status_code == 401
     assert httpx.post(f"{limited}/v1/compress", json=ok, headers=AUTH).status_code == 200
-    assert Client(limited, api_key="s3cret").compress("Who?", ["Shakespeare wrote Hamlet."])["passages"]
+    assert Client(limited, api_key="s3cret").compress("Who?", ["Shakespeare wrote Hamlet."]).passages
     assert httpx.get(f"{limited}/health").status_code == 200  # probes stay open
 
 
@@ -254,7 +256,7 @@ def test_full_queue_answers_503_with_retry_after(compressor):
                 assert r.status_code == 503 and r.json()["error_type"] == "overloaded"
                 assert r.headers["retry-after"] == "1"
                 with pytest.raises(ServerError) as e:
-                    Client(base).compress("q", ["c."])
+                    Client(base, max_retries=0).compress("q", ["c."])
                 assert (e.value.status, e.value.error_type, e.value.retry_after) == (503, "overloaded", 1.0)
         assert busy.response.status_code == 200 and queued.response.status_code == 200
 

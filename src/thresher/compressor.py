@@ -14,10 +14,14 @@ from thresher.engine.request import DEFAULT_LIMITS, Limits, Options, Request, va
 from thresher.engine.result import CompressionResult
 from thresher.engine.runner import SessionConfig
 from thresher.engine.scorer import Scorer
+from thresher.field_calls import FieldCalls
 from thresher.scorers import SCORER_KINDS
 
+LONG_BATCH_ITEMS = 100  # compress_batch(progress=None) shows a bar past this many items...
+LONG_BATCH_S = 5.0  # ...or once a call has taken this long
 
-class Compressor:
+
+class Compressor(FieldCalls):
     """Scores every sentence of retrieved passages for a question and keeps the useful ones.
 
     >>> c = Compressor.load("default")
@@ -97,12 +101,13 @@ class Compressor:
                                 top_k=top_k, reorder=reorder)
         return self.compress_validated([request])[0]
 
-    def compress_batch(self, items: Iterable[Mapping[str, Any] | tuple], *, progress: bool = True,
+    def compress_batch(self, items: Iterable[Mapping[str, Any] | tuple], *, progress: bool | None = None,
                        batch_size: int = 8, **options: Any) -> list[CompressionResult]:
         """Compress many questions: items are (question, passages) tuples or mappings with
         "question", "passages" and optional per-item options. `batch_size` requests share one
         model call (more throughput, more memory). Options given here apply to every item that
-        does not set its own."""
+        does not set its own. progress: True/False shows/hides a bar; None shows one only for
+        more than 100 items or once the call has taken 5 s."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         requests = []
@@ -124,23 +129,28 @@ class Compressor:
         from tqdm.auto import tqdm
 
         results: list[CompressionResult] = []
-        with tqdm(total=len(requests), disable=not progress, unit="q", desc="compress") as bar:
+        delay = 0.0 if progress or len(requests) > LONG_BATCH_ITEMS else LONG_BATCH_S
+        with tqdm(total=len(requests), disable=progress is False, delay=delay, unit="q", desc="compress") as bar:
             for start in range(0, len(requests), batch_size):
                 chunk = requests[start : start + batch_size]
                 results.extend(self.compress_validated(chunk))
                 bar.update(len(chunk))
         return results
 
-    def rank(self, query: str, documents: Sequence[str], *, top_k: int | None = None,
-             return_documents: bool = False) -> list[dict[str, Any]]:
+    def rank(self, query: str, documents: Sequence[str | Mapping[str, Any]], *, top_k: int | None = None,
+             return_documents: bool = False, batch_size: int = 32,
+             show_progress_bar: bool | None = None) -> list[dict[str, Any]]:
         """CrossEncoder-style ranking: [{"corpus_id", "score"(, "text")}], best first.
 
+        Each document is scored on its own with the query, `batch_size` of them per model call.
         The score is the model's rerank score (see README: its scale depends on the model kind).
         """
-        result = self.compress(query, documents, top_k=top_k, reorder=True)
+        passages = self._pair_results([(query, d) for d in documents], batch_size, show_progress_bar)
+        order = np.argsort([-p.rerank_score for p in passages], kind="stable")[:top_k]
         return [
-            {"corpus_id": p.index, "score": p.rerank_score, **({"text": p.text} if return_documents else {})}
-            for p in result.passages
+            {"corpus_id": int(i), "score": passages[i].rerank_score,
+             **({"text": passages[i].text} if return_documents else {})}
+            for i in order
         ]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -153,8 +163,15 @@ class Compressor:
             raise TypeError("texts must be a sequence of strings")
         return embed(list(texts), {})
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def score(self, pairs: Sequence[tuple[str, str | Mapping[str, Any]]], *, batch_size: int = 32,
+              show_progress_bar: bool | None = None) -> np.ndarray:
         """Rerank score of each (query, passage) pair as float32 [N] (CrossEncoder.predict)."""
-        items = [(q, [p]) for q, p in pairs]
-        results = self.compress_batch(items, progress=False, batch_size=32)
-        return np.array([r.passages[0].rerank_score for r in results], dtype=np.float32)
+        passages = self._pair_results(pairs, batch_size, show_progress_bar)
+        return np.array([p.rerank_score for p in passages], dtype=np.float32)
+
+    def _pair_results(self, pairs, batch_size: int, progress: bool | None) -> list:
+        """Each (query, passage) pair as a one-passage request; the PassageResult of each."""
+        if self.rerank_scale is None:
+            raise TypeError(f"model kind {self.kind!r} has no rerank score; use a pruner or embed-sim model")
+        results = self.compress_batch([(q, [p]) for q, p in pairs], progress=progress, batch_size=batch_size)
+        return [r.passages[0] for r in results]

@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+PASSAGE_KEYS = ("text", "title", "id", "metadata")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,9 @@ DEFAULT_LIMITS = Limits()
 class Passage:
     text: str
     title: str | None = None
+    # What a retriever attached; never read by the engine, echoed unchanged in the result.
+    id: str | int | None = None
+    metadata: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,9 +94,10 @@ def _passage(i: int, item: object, limits: Limits) -> Passage:
     if isinstance(item, str):
         text, title = item, None
     elif isinstance(item, Mapping):
-        unknown = set(item) - {"text", "title"}
+        unknown = set(item) - set(PASSAGE_KEYS)
         if unknown:
-            raise ValueError(f"{where} has unknown keys {sorted(unknown)}; allowed: 'text', 'title'")
+            raise ValueError(f"{where} has unknown keys {sorted(unknown)}; allowed: "
+                             f"{', '.join(map(repr, PASSAGE_KEYS))}")
         if "text" not in item:
             raise ValueError(f"{where} is a mapping without 'text'")
         text, title = item["text"], item.get("title")
@@ -98,16 +105,24 @@ def _passage(i: int, item: object, limits: Limits) -> Passage:
             raise TypeError(f"{where}.text must be a string, got {type(text).__name__}")
         if title is not None and not isinstance(title, str):
             raise TypeError(f"{where}.title must be a string or null, got {type(title).__name__}")
+        pid, metadata = item.get("id"), item.get("metadata")
+        if pid is not None and (isinstance(pid, bool) or not isinstance(pid, (str, int))):
+            raise TypeError(f"{where}.id must be a string or an integer, got {type(pid).__name__}")
+        if metadata is not None and not (isinstance(metadata, Mapping) and all(isinstance(k, str) for k in metadata)):
+            raise TypeError(f"{where}.metadata must be a JSON object (a mapping with string keys), "
+                            f"got {type(metadata).__name__}")
     else:
         raise TypeError(
-            f"{where} must be a string or a {{'title', 'text'}} mapping, got {type(item).__name__}"
+            f"{where} must be a string or a {{'text', 'title', 'id', 'metadata'}} mapping, got {type(item).__name__}"
         )
     if len(text) > limits.max_passage_chars:
         raise ValueError(
             f"{where} has {len(text):,} characters; the limit is {limits.max_passage_chars:,} "
             "(raise Limits.max_passage_chars)"
         )
-    return Passage(text=text, title=title)
+    if isinstance(item, str):
+        return Passage(text=text)
+    return Passage(text=text, title=title, id=item.get("id"), metadata=item.get("metadata"))
 
 
 def validate(question: object, passages: object, options: Options, limits: Limits = DEFAULT_LIMITS) -> Request:

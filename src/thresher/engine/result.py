@@ -8,6 +8,7 @@ instead name a `sentence_joiner` (Provence joins kept sentences with one space).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class PassageResult:
     pruned_text: str
     sentences: tuple[Sentence, ...]
     rerank_score: float | None
+    id: str | int | None = None  # the passage's id and metadata as given, echoed unchanged
+    metadata: Mapping[str, Any] | None = None
 
     def sentence_text(self, i: int) -> str:
         s = self.sentences[i]
@@ -46,8 +49,11 @@ class PassageResult:
         return 1.0 - len(self.pruned_text) / len(self.text) if self.text else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON form; "id" and "metadata" appear only when the passage had them."""
+        given = {k: v for k, v in (("id", self.id), ("metadata", self.metadata)) if v is not None}
         return {
             "index": self.index,
+            **given,
             "title": self.title,
             "pruned_text": self.pruned_text,
             "compression_rate": self.compression_rate,
@@ -58,6 +64,23 @@ class PassageResult:
                 for s in self.sentences
             ],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], text: str | None = None) -> PassageResult:
+        """Inverse of to_dict. to_dict omits the passage text: pass it as `text` for an exact
+        result; otherwise it is rebuilt from the sentences at their offsets, with single spaces
+        where the original had whitespace between them."""
+        sentences = tuple(Sentence(int(s["start"]), int(s["end"]), float(s["score"]), bool(s["kept"]))
+                          for s in data["sentences"])
+        if text is None:
+            chars = [" "] * max((s.end for s in sentences), default=0)
+            for s, d in zip(sentences, data["sentences"]):
+                chars[s.start : s.end] = d["text"]
+            text = "".join(chars)
+        score = data.get("rerank_score")
+        return cls(index=int(data["index"]), title=data.get("title"), text=text, pruned_text=data["pruned_text"],
+                   sentences=sentences, rerank_score=None if score is None else float(score),
+                   id=data.get("id"), metadata=data.get("metadata"))
 
 
 @dataclass(frozen=True)
@@ -80,6 +103,15 @@ class CompressionResult:
             "timings_ms": self.timings_ms,
             "passages": [p.to_dict() for p in self.passages],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], texts: Sequence[str] | None = None) -> CompressionResult:
+        """Inverse of to_dict (e.g. of a server's answer). `texts`: the request's passage texts in
+        input order, which to_dict does not carry (see PassageResult.from_dict)."""
+        passages = tuple(PassageResult.from_dict(p, None if texts is None else texts[p["index"]])
+                         for p in data["passages"])
+        timings = {k: float(v) for k, v in data.get("timings_ms", {}).items()}
+        return cls(data["question"], passages, float(data["compression_rate"]), timings, data.get("model", ""))
 
 
 def pruned_text(text: str, spans: np.ndarray, keep: np.ndarray, joiner: str | None = None) -> str:
@@ -126,6 +158,7 @@ def assemble(
             PassageResult(
                 index=int(i), title=p.title, text=p.text, pruned_text=pruned_text(p.text, sp, kp, joiner),
                 sentences=sentences, rerank_score=None if rerank is None else float(rerank[i]),
+                id=p.id, metadata=p.metadata,
             )
         )
     total = sum(len(p.text) for p in request.passages)

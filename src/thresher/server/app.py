@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from thresher.compressor import Compressor
+from thresher.server import docs_page, rerank_api
 from thresher.server.errors import ServiceError
 from thresher.server.routes import router
 from thresher.server.service import ClientGone, MetricsMiddleware, Service
@@ -32,12 +33,16 @@ def create_app(settings: Settings | None = None, compressor: Compressor | None =
         finally:
             await service.stop()
 
-    docs = {} if settings.docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}
+    # docs_page serves /docs from local files (FastAPI's own pages load Swagger UI/ReDoc from a CDN)
+    docs = {} if settings.docs else {"openapi_url": None}
     app = FastAPI(title="thresher", summary="RAG context compression with dynamic batching",
-                  lifespan=lifespan, **docs)
+                  lifespan=lifespan, docs_url=None, redoc_url=None, **docs)
     app.state.service = service
     app.add_middleware(MetricsMiddleware, service=service)
     app.include_router(router)
+    app.include_router(rerank_api.router)
+    if settings.docs:
+        app.include_router(docs_page.router)
 
     def error_response(e: ServiceError) -> JSONResponse:
         service.metrics.failures.labels(e.kind).inc()

@@ -8,7 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from thresher.server import schemas
 from thresher.server.errors import ServiceError, openapi_responses
-from thresher.server.service import Service, json_type, result_dict, timing_headers
+from thresher.server.service import Service, result_dict, timing_headers
 
 # Error kinds each route can answer with (the OpenAPI document is generated from these).
 ENGINE_KINDS = ("overloaded", "shutting_down", "timeout", "internal")
@@ -44,34 +44,6 @@ async def compress(request: Request) -> Response:
     results = [result_dict(o) for o in outcomes]
     return JSONResponse(results if isinstance(body, list) else results[0],
                         headers=timing_headers(outcomes, request.state.arrived))
-
-
-@router.post("/v1/rerank", openapi_extra=schemas.json_body(schemas.RERANK_REQUEST),
-             responses={200: schemas.json_response(schemas.RERANK_RESULT, "Texts best first"),
-                        **openapi_responses(*WORK_KINDS)})
-async def rerank(request: Request) -> Response:
-    """text-embeddings-inference's rerank shape: `{query, texts, return_text?}` ->
-    `[{index, score, text?}]`, best first; the score is the model's rerank score."""
-    service = service_of(request)
-    service.authorize(request)
-    body = await service.read_json(request)
-    if not isinstance(body, dict):
-        raise ServiceError("validation", f"the body must be a JSON object, got {json_type(body)}")
-    unknown = set(body) - {"query", "texts", "return_text"}
-    if unknown:
-        raise ServiceError("validation", f"unknown keys {sorted(unknown)}; allowed: query, texts, return_text")
-    return_text = body.get("return_text", False)
-    if not isinstance(return_text, bool):
-        raise ServiceError("validation", f"return_text must be a boolean, got {json_type(return_text)}")
-    texts = body.get("texts")
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise ServiceError("validation", "texts must be a list of strings")
-    engine_request = service.compress_request(
-        {"question": body.get("query"), "passages": texts, "reorder": True}, "")
-    (outcome,) = await service.run(request, [engine_request])
-    ranked = [{"index": p.index, "score": p.rerank_score, **({"text": p.text} if return_text else {})}
-              for p in outcome.result.passages]
-    return JSONResponse(ranked, headers=timing_headers([outcome], request.state.arrived))
 
 
 @router.get("/health", responses={200: schemas.json_response(schemas.HEALTH, "The server is live"),

@@ -28,7 +28,7 @@ from thresher.server.metrics import Metrics
 from thresher.server.queue import Entry, Queue, QueueFull, estimate_tokens
 from thresher.server.settings import Settings
 
-ROUTES = ("/v1/compress", "/v1/rerank", "/health", "/metrics")
+ROUTES = ("/v1/compress", "/rerank", "/v1/rerank", "/v2/rerank", "/info", "/embed", "/health", "/metrics", "/docs")
 OPTION_KEYS = frozenset(Options.__dataclass_fields__)
 
 

@@ -30,8 +30,8 @@ class Settings:
               "/metrics stay open for probes (/health runs the model at most once per health_interval_s, "
               "beside the queue). Prefer the env var: flags show in the process list.")
     docs: bool = _setting(
-        True, "Serve /docs, /redoc and /openapi.json: the API's shape, no data, so they stay open when "
-              "api_key is set; false removes them.")
+        True, "Serve /docs (Swagger UI from local files, so it works offline) and /openapi.json: the API's "
+              "shape, no data, so they stay open when api_key is set; false removes them.")
     max_batch_tokens: int = _setting(
         16_384, "Token budget of one batch (estimated as characters/4 before tokenizing). Larger "
                 "batches amortise per-call overhead but every request in them waits for the whole batch.")
