@@ -216,6 +216,37 @@ def test_thresholds_at_and_beside_each_score_match_the_engine(browser, request, 
     page.close()
 
 
+def test_js_selection_and_assembly_equal_the_engine_functions(page):
+    """The page's twins of reduce.keep_by_ratio / keep_by_threshold and result.pruned_text (with and
+    without a sentence joiner) on random cases: ties, zero-length sentences, text past U+FFFF."""
+    from thresher.engine.reduce import keep_by_ratio, keep_by_threshold
+    from thresher.engine.result import pruned_text
+
+    rng = np.random.default_rng(20)
+    text = "Ab 🍕 cd. Éf gh! 🥞 Ij kl? Mn op. " * 3
+    bounds = np.sort(rng.choice(np.arange(1, len(text)), size=11, replace=False))
+    spans = np.stack([np.r_[0, bounds[:-1]], bounds], axis=1)
+    spans[3, 1] = spans[3, 0]  # an empty sentence
+    sentences = [{"start": int(a), "end": int(b)} for a, b in spans]
+    for case in range(40):
+        scores = rng.choice([0.1, 0.25, 0.5, 0.7], size=len(spans)).astype(np.float32 if case % 2 else np.float64)
+        lengths = spans[:, 1] - spans[:, 0]
+        ratio = float(rng.choice([0.05, 0.3, 0.5, 1 / 3, 0.99, 1.0]))
+        threshold = float(rng.choice(scores)) + float(rng.choice([0.0, 1e-9, -1e-9]))
+        got = page.evaluate("""([scores, lengths, ratio, threshold, text, sentences]) => {
+            const p = window.thresherPlayground;
+            const byRatio = p.keepByRatio(scores, lengths, ratio);
+            return {byRatio, byThreshold: p.keepByThreshold(scores, threshold),
+                    runs: p.prunedText([...text], sentences, byRatio, null),
+                    joined: p.prunedText([...text], sentences, byRatio, " ")};
+        }""", [scores.tolist(), lengths.tolist(), ratio, threshold, text, sentences])
+        keep = keep_by_ratio(scores, lengths, ratio)
+        assert got["byRatio"] == keep.tolist()
+        assert got["byThreshold"] == keep_by_threshold(scores, threshold).tolist()
+        assert got["runs"] == pruned_text(text, spans, keep)
+        assert got["joined"] == pruned_text(text, spans, keep, " ")
+
+
 def test_keep_ratio_control_matches_the_api(page, url):
     request = run_preset(page, 0)
     posts = compress_posts(page)
@@ -299,7 +330,7 @@ def test_narrow_screen_has_no_horizontal_scroll(browser, url, artefacts):
     page.wait_for_selector("body[data-ready=true]")
     run_preset(page, 0)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    page.screenshot(path=str(artefacts / "playground-narrow.png"))
+    page.screenshot(path=str(artefacts / "playground-narrow.png"), full_page=True)
     context.close()
 
 
