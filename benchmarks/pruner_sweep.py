@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not sizes or min(sizes) < 1:
         raise SystemExit(f"--sizes must list passage counts >= 1, got {args.sizes!r}")
     import thresher
-    from thresher.engine.onnx_backend import SessionConfig
+    from thresher.engine.runner import SessionConfig
 
     c = thresher.Compressor.load("minilm-pruner", session_config=SessionConfig(intra_op_threads=args.threads))
     ref = ReferenceProcess(c.threshold, args.threads)

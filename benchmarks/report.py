@@ -64,6 +64,10 @@ def provenance(data: dict) -> str:
     return f"{cpu}, {cores} cores{load} · {data.get('written', '?')} · {data.get('command', '?')}"
 
 
+def passages(n: int) -> str:
+    return f"{n} passage" if n == 1 else f"{n} passages"
+
+
 def finish(fig, axes, title: str, data: dict, path: Path) -> None:
     fig.suptitle(title, fontsize=12, fontweight="bold")
     fig.text(0.5, 0.01, provenance(data), ha="center", va="bottom", fontsize=7.5, color="#444", wrap=True)
@@ -130,7 +134,7 @@ def plot_latency(data: dict, path: Path) -> list[str]:
     for i, r in enumerate(rows):
         ax2.annotate(f"{r['speedup_p50']:.1f}x", (i, r["speedup_p50"]), ha="center", va="bottom", fontsize=9)
     finish(fig, (ax, ax2), "Latency vs number of passages: thresher vs its torch reference", data, path)
-    return [f"{r['passages']} passages: p50 {r['thresher_int8']['p50']:.1f} ms vs {r['torch_fp32_reference']['p50']:.1f}"
+    return [f"{passages(r['passages'])}: p50 {r['thresher_int8']['p50']:.1f} ms vs {r['torch_fp32_reference']['p50']:.1f}"
             f" ms ({r['speedup_p50']:.1f}x)" for r in rows]
 
 
@@ -150,12 +154,12 @@ def plot_load(data: dict, path: Path) -> list[str]:
         lim = max(r["offered_rps"] for r in data["rows"] if r["passages"] == size)
         top.plot([0, lim], [0, lim], color="grey", lw=0.8, label="throughput = offered")
         top.set(xlabel="offered load (requests/s)", ylabel="throughput (requests/s)",
-                title=f"{size} passage{'s' if size > 1 else ''} per request")
+                title=f"{passages(size)} per request")
         s = summary.get(size)
         if s:
             bottom.axhline(s["p99_target_ms"], color="crimson", lw=1,
                            label=f"p99 target {s['p99_target_ms']:.0f} ms")
-            lines.append(f"{size} passages/request: capacity at the p99 target {s['capacity_dynamic_rps']:.1f} req/s "
+            lines.append(f"{passages(size)} per request: capacity at the p99 target {s['capacity_dynamic_rps']:.1f} req/s "
                          f"(dynamic batching) vs {s['capacity_batch1_rps']:.1f} (batch-1), "
                          f"ratio {s['ratio']:.2f}; saturation ceiling {s['saturation']['ceiling_ratio']:.2f}x batch-1.")
         bottom.set(xlabel="offered load (requests/s)", ylabel="p99 latency (ms)", yscale="log")

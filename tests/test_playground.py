@@ -40,7 +40,7 @@ def browser():
 
 @pytest.fixture(scope="module")
 def url(default_compressor):
-    with serve(default_compressor._scorer, max_wait_ms=5, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
+    with serve(default_compressor, max_wait_ms=5, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
         yield base
 
 
@@ -193,7 +193,7 @@ def default_threshold(page) -> float:
 
 @pytest.fixture(scope="module")
 def cosine_url(cosine_compressor):
-    with serve(cosine_compressor._scorer, max_wait_ms=5, request_timeout_s=120) as (base, _):
+    with serve(cosine_compressor, max_wait_ms=5, request_timeout_s=120) as (base, _):
         yield base
 
 
@@ -335,7 +335,7 @@ def test_narrow_screen_has_no_horizontal_scroll(browser, url, artefacts):
 
 
 def test_bearer_token_is_asked_for_kept_in_session_storage_and_sent(browser, default_compressor):
-    with serve(default_compressor._scorer, api_key="s3cret", request_timeout_s=120) as (base, _):
+    with serve(default_compressor, api_key="s3cret", request_timeout_s=120) as (base, _):
         context = browser.new_context()
         page = context.new_page()
         page.goto(base + "/")
