@@ -3,11 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.thresher-installed
-SOURCES := pyproject.toml CMakeLists.txt $(shell find src bindings -name '*.py' -o -name '*.cpp' -o -name '*.hpp' -o -path '*/trained/*' -type f 2>/dev/null)
+SOURCES := pyproject.toml CMakeLists.txt $(shell find src bindings -name '*.py' -o -name '*.cpp' -o -name '*.hpp' -o -path '*/trained/*' -type f -o -path '*/static/*' -type f 2>/dev/null)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench report clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(BIN)/thresher bench
+
+# Plots + benchmarks/report/REPORT.md from the latest benchmarks/out/*.json (quick runs fill gaps).
+report: $(STAMP)
+	$(BIN)/python benchmarks/report.py
 
 clean:
 	rm -rf $(VENV) build dist

@@ -87,7 +87,9 @@ def machine() -> dict:
     info = cpu_info()
     return {"platform": platform.platform(), "cpu": info["model"], "isa": info["isa"],
             "isa_class": info["isa_class"], "cores": info["cores"], "host_cpus": os.cpu_count(),
-            "onnxruntime": onnxruntime.__version__, "python": platform.python_version()}
+            "onnxruntime": onnxruntime.__version__, "python": platform.python_version(),
+            # other sessions share the machine: the 1-minute load average says how busy it was
+            "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
 
 
 def machine_line(m: dict | None = None) -> str:

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from thresher.compressor import Compressor
-from thresher.server import docs_page, rerank_api
+from thresher.server import docs_page, playground, rerank_api
 from thresher.server.errors import ServiceError
 from thresher.server.routes import router
 from thresher.server.service import ClientGone, MetricsMiddleware, Service
@@ -41,6 +41,7 @@ def create_app(settings: Settings | None = None, compressor: Compressor | None =
     app.add_middleware(MetricsMiddleware, service=service)
     app.include_router(router)
     app.include_router(rerank_api.router)
+    app.include_router(playground.router)
     if settings.docs:
         app.include_router(docs_page.router)
 
