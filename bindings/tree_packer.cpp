@@ -1,43 +1,48 @@
 // Prefix-shared tree packing; see tree_packer.hpp for what it does and why.
 #include "tree_packer.hpp"
 
+#include "owned.hpp"
+
 #include <algorithm>
 #include <string>
 #include <vector>
 
 namespace thresher_tree {
 
-
 using I32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 
 namespace {
 
-void check_offsets(const I64& ids, const I64& cu, const char* what) {
-  if (ids.ndim() != 1) throw py::value_error(std::string(what) + "_ids must be 1-D");
-  if (cu.ndim() != 1 || cu.shape(0) < 1)
-    throw py::value_error(std::string(what) + "_cu must be 1-D with at least one entry (0)");
-  const int64_t* c = cu.data();
-  const int64_t n = cu.shape(0) - 1;
-  if (c[0] != 0) throw py::value_error(std::string(what) + "_cu[0] must be 0");
+using Vec = std::vector<int64_t>;
+
+// Offsets are checked on the owned copy: cu[0] = 0, never decreasing, cu[-1] = len(ids).
+void check_offsets(const Vec& ids, const Vec& cu, const char* what) {
+  if (cu.empty()) throw py::value_error(std::string(what) + "_cu must be 1-D with at least one entry (0)");
+  const int64_t n = static_cast<int64_t>(cu.size()) - 1;
+  if (cu[0] != 0) throw py::value_error(std::string(what) + "_cu[0] must be 0");
   for (int64_t i = 0; i < n; ++i)
-    if (c[i + 1] < c[i]) throw py::value_error(std::string(what) + "_cu decreases at " + std::to_string(i));
-  if (c[n] != ids.shape(0))
-    throw py::value_error(std::string(what) + "_cu[-1] (" + std::to_string(c[n]) + ") must equal len(" +
-                          what + "_ids) (" + std::to_string(ids.shape(0)) + ")");
+    if (cu[i + 1] < cu[i]) throw py::value_error(std::string(what) + "_cu decreases at " + std::to_string(i));
+  if (cu[n] != static_cast<int64_t>(ids.size()))
+    throw py::value_error(std::string(what) + "_cu[-1] (" + std::to_string(cu[n]) + ") must equal len(" + what +
+                          "_ids) (" + std::to_string(ids.size()) + ")");
 }
 
 }  // namespace
 
-py::dict pack_tree(const I64& prefix_ids, const I64& prefix_cu, const I64& branch_ids,
-                          const I64& branch_cu, const I64& branch_group, int64_t row_budget,
-                          int64_t pad_id) {
+py::dict pack_tree(const I64& prefix_ids_in, const I64& prefix_cu_in, const I64& branch_ids_in,
+                   const I64& branch_cu_in, const I64& branch_group_in, int64_t row_budget, int64_t pad_id) {
+  // Owned copies, validated and then read with the GIL released (see owned.hpp).
+  using thresher_owned::snapshot;
+  const Vec prefix_ids = snapshot(prefix_ids_in, "prefix_ids"), prefix_cu = snapshot(prefix_cu_in, "prefix_cu");
+  const Vec branch_ids = snapshot(branch_ids_in, "branch_ids"), branch_cu = snapshot(branch_cu_in, "branch_cu");
+  const Vec branch_group = snapshot(branch_group_in, "branch_group");
   check_offsets(prefix_ids, prefix_cu, "prefix");
   check_offsets(branch_ids, branch_cu, "branch");
-  const int64_t groups = prefix_cu.shape(0) - 1;
-  const int64_t n = branch_cu.shape(0) - 1;
-  if (branch_group.ndim() != 1 || branch_group.shape(0) != n)
+  const int64_t groups = static_cast<int64_t>(prefix_cu.size()) - 1;
+  const int64_t n = static_cast<int64_t>(branch_cu.size()) - 1;
+  if (static_cast<int64_t>(branch_group.size()) != n)
     throw py::value_error("branch_group must be 1-D with one entry per branch (" + std::to_string(n) +
-                          "), got " + std::to_string(branch_group.shape(0)));
+                          "), got " + std::to_string(branch_group.size()));
   if (row_budget < 1) throw py::value_error("row_budget must be >= 1, got " + std::to_string(row_budget));
   const int64_t* pcu = prefix_cu.data();
   const int64_t* bcu = branch_cu.data();
