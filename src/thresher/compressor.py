@@ -50,7 +50,11 @@ class Compressor:
         return self._scorer.threshold
 
     def _request(self, question: object, passages: object, **options: Any) -> Request:
-        return validate(question, passages, Options(**options), self.limits)
+        request = validate(question, passages, Options(**options), self.limits)
+        check_question = getattr(self._scorer, "check_question", None)  # a model's token limit
+        if check_question is not None:
+            check_question(request.question)
+        return request
 
     def compress(self, question: str, passages: Sequence[str | Mapping[str, str]], *,
                  threshold: float | None = None, keep_ratio: float | None = None,
@@ -100,7 +104,11 @@ class Compressor:
         with tqdm(total=len(requests), disable=not progress, unit="q", desc="compress") as bar:
             for start in range(0, len(requests), batch_size):
                 chunk = requests[start : start + batch_size]
-                results.extend(compress_requests(self._scorer, chunk))
+                try:
+                    results.extend(compress_requests(self._scorer, chunk))
+                except Exception:
+                    _raise_for_item(self._scorer, chunk, start)
+                    raise
                 bar.update(len(chunk))
         return results
 
@@ -131,3 +139,15 @@ class Compressor:
         items = [(q, [p]) for q, p in pairs]
         results = self.compress_batch(items, progress=False, batch_size=32)
         return np.array([r.passages[0].rerank_score for r in results], dtype=np.float32)
+
+
+def _raise_for_item(scorer, chunk: list[Request], start: int) -> None:
+    """After a failed batch, run its requests one by one and raise the first failure again
+    naming its item (items[i]); returns when none fails alone."""
+    for i, request in enumerate(chunk, start):
+        try:
+            compress_requests(scorer, [request])
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"items[{i}]: {e}") from e
+        except Exception as e:
+            raise RuntimeError(f"items[{i}] failed: {type(e).__name__}: {e}") from e

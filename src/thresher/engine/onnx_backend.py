@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnxruntime as ort
@@ -14,6 +14,15 @@ _OPT_LEVELS = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
+
+
+def _env_threads() -> int:
+    """THRESHER_THREADS, read when a config is made (never at import, so a bad value cannot
+    break `import thresher`)."""
+    raw = os.environ.get("THRESHER_THREADS", "0").strip() or "0"
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValueError(f"THRESHER_THREADS must be an integer >= 0 (0 = all cores), got {raw!r}")
+    return int(raw)
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,7 @@ class SessionConfig:
     ones (benchmarks/RESULTS.md, "Call size"). GPUs want large calls: their configs raise it.
     """
 
-    intra_op_threads: int = int(os.environ.get("THRESHER_THREADS", "0"))
+    intra_op_threads: int = field(default_factory=_env_threads)
     inter_op_threads: int = 1
     optimization: str = "all"
     providers: tuple[str, ...] = ("CPUExecutionProvider",)
@@ -52,7 +61,8 @@ class SessionConfig:
             raise ValueError(f"call_tokens must be an int >= 1, got {self.call_tokens!r}")
 
 
-def open_session(path: str | Path, config: SessionConfig = SessionConfig()) -> ort.InferenceSession:
+def open_session(path: str | Path, config: SessionConfig | None = None) -> ort.InferenceSession:
+    config = config or SessionConfig()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = config.intra_op_threads
     opts.inter_op_num_threads = config.inter_op_threads
