@@ -8,7 +8,9 @@ bounded windows (engine/nltk_punkt.py); it must equal `nltk.sent_tokenize` and u
 
 import hashlib
 import re
+import sys
 import time
+from pathlib import Path
 
 import nltk
 import numpy as np
@@ -20,6 +22,9 @@ from thresher.engine import nltk_punkt, segment
 from thresher.engine.segment import SEGMENTERS
 
 from .conftest import load_jsonl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+from shapes import SHAPES  # noqa: E402
 
 SETS = ("hotpotqa_distractor", "hotpotqa_fullwiki_dev", "2wikimultihopqa", "squad_v2.0_dev",
         "nq_open_oracle", "clapnq")
@@ -80,22 +85,6 @@ def test_next_start_equals_the_old_pattern(text):
         if text[end].isspace():
             old = _OLD_NEXT_START.match(text, end)
             assert segment._next_start(text, end) == (old and old.group(2))
-
-
-# Shapes that made a regex backtrack or a loop rescan: runs of terminal punctuation, closers,
-# whitespace, quotes, ellipses, blank lines, and mixtures, each n characters long.
-SHAPES = {
-    "periods": lambda n: "a" + "." * n + "b",
-    "period-space": lambda n: "a" + ". " * (n // 2),
-    "question-marks": lambda n: "a " + "?" * n + " b",
-    "closers": lambda n: "a." + ")\"'”]" * (n // 5) + "b",
-    "blank-lines": lambda n: "a.\n" + "\n" * n + "b",
-    "spaces": lambda n: "a." + " " * n,
-    "quotes": lambda n: "a. " + '"' * n,
-    "ellipses": lambda n: "x" + "…" * n + "y",
-    "mixed": lambda n: "A.?!)\"' \n\n”’… " * (n // 15),
-    "no-spaces": lambda n: "ab.Cd?)" * (n // 7),
-}
 
 
 def _seconds(split, text: str, repeats: int) -> float:
