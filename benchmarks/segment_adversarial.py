@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "fuzz"))
-from shapes import SHAPES  # noqa: E402
+from shapes import SHAPES, best_seconds  # noqa: E402
 
 from thresher.engine import segment  # noqa: E402
 from thresher.engine.segment import SEGMENTERS  # noqa: E402
@@ -31,15 +30,6 @@ OLD_CANDIDATE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|\n[^\S\n]*\n")
 def old_rules(text: str):
     cuts = (m.end() for m in OLD_CANDIDATE.finditer(text) if segment._is_boundary(text, m.end()))
     return segment.spans_from_cuts(text, cuts)
-
-
-def best_seconds(split, text: str, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        split(text)
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:

@@ -9,7 +9,6 @@ bounded windows (engine/nltk_punkt.py); it must equal `nltk.sent_tokenize` and u
 import hashlib
 import re
 import sys
-import time
 from pathlib import Path
 
 import nltk
@@ -24,7 +23,7 @@ from thresher.engine.segment import SEGMENTERS
 from .conftest import load_jsonl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
-from shapes import SHAPES  # noqa: E402
+from shapes import SHAPES, best_seconds  # noqa: E402
 
 SETS = ("hotpotqa_distractor", "hotpotqa_fullwiki_dev", "2wikimultihopqa", "squad_v2.0_dev",
         "nq_open_oracle", "clapnq")
@@ -87,23 +86,14 @@ def test_next_start_equals_the_old_pattern(text):
             assert segment._next_start(text, end) == (old and old.group(2))
 
 
-def _seconds(split, text: str, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        split(text)
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 @pytest.mark.parametrize("name", sorted(SEGMENTERS))
 def test_every_segmenter_is_linear_on_adversarial_shapes(name, monkeypatch):
     # Punkt's windows are made small so that 10x and 100x both span many windows.
     monkeypatch.setattr(nltk_punkt, "WINDOW", 256)
     split, n = SEGMENTERS[name], 400
     for shape, make in SHAPES.items():
-        t1, t10 = _seconds(split, make(n), 5), _seconds(split, make(10 * n), 3)
-        t100 = _seconds(split, make(100 * n), 2)
+        t1, t10 = best_seconds(split, make(n), 5), best_seconds(split, make(10 * n), 3)
+        t100 = best_seconds(split, make(100 * n), 2)
         # Linear: ~10x per step; quadratic: ~100x per step, 10,000x over both. Ratios, not
         # wall-clock limits (shared CPUs). The first step gets more room: at 400 characters
         # fixed costs and caches dominate (blingfire alone goes 0.8 -> 7 us/char there).
