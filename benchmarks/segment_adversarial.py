@@ -7,7 +7,7 @@ each shape (fuzz/shapes.py) and size the script times every registered segmenter
 --repeat) and, for `rules`, the old scan; it prints the growth per 10x of size and the
 old/new ratio.
 
-    .venv/bin/python benchmarks/segment_adversarial.py [--sizes 1000,10000,100000] [--old-max 16000]
+    .venv/bin/python benchmarks/segment_adversarial.py [--sizes 1000,10000,100000] [--old-max 16000] [--quick]
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,100000", help="comma-separated text lengths")
     ap.add_argument("--old-max", type=int, default=16_000, help="largest size the old scan is timed at")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="sizes 1,000 and 10,000, old scan to 4,000, one pass")
     args = ap.parse_args()
+    if args.quick:
+        args.sizes, args.old_max, args.repeat = "1000,10000", 4_000, 1
     sizes = [int(s) for s in args.sizes.split(",")]
     print("| shape | segmenter | " + " | ".join(f"{n:,} chars" for n in sizes) + " | growth per 10x |")
     print("|---|---|" + "---|" * (len(sizes) + 1))
