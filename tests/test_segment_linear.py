@@ -90,15 +90,17 @@ def test_next_start_equals_the_old_pattern(text):
 def test_every_segmenter_is_linear_on_adversarial_shapes(name, monkeypatch):
     # Punkt's windows are made small so that 10x and 100x both span many windows.
     monkeypatch.setattr(nltk_punkt, "WINDOW", 256)
-    split, n = SEGMENTERS[name], 400
+    split, n = SEGMENTERS[name], 1_000
     for shape, make in SHAPES.items():
         t1, t10 = best_seconds(split, make(n), 5), best_seconds(split, make(10 * n), 3)
         t100 = best_seconds(split, make(100 * n), 2)
         # Linear: ~10x per step; quadratic: ~100x per step, 10,000x over both. Ratios, not
-        # wall-clock limits (shared CPUs). The first step gets more room: at 400 characters
-        # fixed costs and caches dominate (blingfire alone goes 0.8 -> 7 us/char there).
-        assert t100 / t10 < 40, f"{name} on {shape}: 10x more text took {t100 / t10:.0f}x longer"
-        assert t100 / max(t1, 1e-5) < 2_000, f"{name} on {shape}: 100x more text took {t100 / t1:.0f}x longer"
+        # wall-clock limits (shared CPUs). Per-character costs step up once between ~4,000 and
+        # ~40,000 characters (allocator and caches: `rules` on blank lines goes 0.6 -> 1.9 us per
+        # candidate, then stays), so one step may exceed 10x; the two steps together may not
+        # exceed 1,000x (an exponent of 1.5; quadratic is 2).
+        assert t100 / t10 < 50, f"{name} on {shape}: 10x more text took {t100 / t10:.0f}x longer"
+        assert t100 / max(t1, 1e-5) < 1_000, f"{name} on {shape}: 100x more text took {t100 / t1:.0f}x longer"
 
 
 def test_a_hundred_thousand_periods_are_one_sentence():
