@@ -10,13 +10,14 @@
 // Performance notes:
 // - First fit uses a max segment tree over row capacities: O(N log N) instead of O(N * rows),
 //   which matters for 1 MB passages (~10k sentences).
-// - Outputs are written straight into NumPy buffers with the GIL released; inputs are only
-//   read through raw pointers after validation.
+// - Outputs are written straight into NumPy buffers with the GIL released; inputs are copied
+//   first and only the validated copies are read (owned.hpp: no check-then-use race).
 // - Tried: pad-to-longest buckets without multi-sequence rows. On HotpotQA sentences it left
 //   ~20% padding; packing leaves <2%.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "owned.hpp"
 #include "tree_packer.hpp"
 
 #include <algorithm>
@@ -74,23 +75,28 @@ class Packer {
   int64_t max_seqs_per_row() const { return max_seqs_per_row_; }
   int64_t pad_id() const { return pad_id_; }
 
-  py::dict pack(const IdArray& token_ids, const IdArray& cu_seqlens, const LabelArray& token_labels) const {
-    if (token_ids.ndim() != 1) throw py::value_error("token_ids must be 1-D");
-    if (cu_seqlens.ndim() != 1 || cu_seqlens.shape(0) < 1)
-      throw py::value_error("cu_seqlens must be 1-D with at least one entry (0)");
-    if (token_labels.ndim() != 1 || token_labels.shape(0) != token_ids.shape(0))
-      throw py::value_error("token_labels must be 1-D and as long as token_ids (" +
-                            std::to_string(token_ids.shape(0)) + "), got " +
-                            std::to_string(token_labels.shape(0)));
-    const int64_t n = cu_seqlens.shape(0) - 1;
+  py::dict pack(const IdArray& token_ids_in, const IdArray& cu_seqlens_in, const LabelArray& token_labels_in) const {
+    // Owned copies, validated and then read with the GIL released (see owned.hpp).
+    const std::vector<int64_t> token_ids = thresher_owned::snapshot(token_ids_in, "token_ids");
+    const std::vector<int64_t> cu_seqlens = thresher_owned::snapshot(cu_seqlens_in, "cu_seqlens");
+    const std::vector<int32_t> token_labels = thresher_owned::snapshot(token_labels_in, "token_labels");
+    const int64_t n_tokens = static_cast<int64_t>(token_ids.size());
+    if (cu_seqlens.empty()) throw py::value_error("cu_seqlens must be 1-D with at least one entry (0)");
+    if (static_cast<int64_t>(token_labels.size()) != n_tokens)
+      throw py::value_error("token_labels must be 1-D and as long as token_ids (" + std::to_string(n_tokens) +
+                            "), got " + std::to_string(token_labels.size()));
+    const int64_t n = static_cast<int64_t>(cu_seqlens.size()) - 1;
     const int64_t* cu = cu_seqlens.data();
     if (cu[0] != 0) throw py::value_error("cu_seqlens[0] must be 0");
-    if (cu[n] != token_ids.shape(0))
+    if (cu[n] != n_tokens)
       throw py::value_error("cu_seqlens[-1] (" + std::to_string(cu[n]) + ") must equal len(token_ids) (" +
-                            std::to_string(token_ids.shape(0)) + ")");
+                            std::to_string(n_tokens) + ")");
     for (int64_t i = 0; i < n; ++i) {
+      // Compare before subtracting: cu[0] = 0 and every step increases, so the difference of two
+      // non-negative offsets below cannot overflow (arbitrary int64 offsets could).
+      if (cu[i + 1] <= cu[i])
+        throw py::value_error("sequence " + std::to_string(i) + " is empty or cu_seqlens decreases");
       const int64_t len = cu[i + 1] - cu[i];
-      if (len < 1) throw py::value_error("sequence " + std::to_string(i) + " is empty or cu_seqlens decreases");
       if (len > row_len_)
         throw py::value_error("sequence " + std::to_string(i) + " has " + std::to_string(len) +
                               " tokens; row_len is " + std::to_string(row_len_) + " (split it first)");

@@ -1,6 +1,8 @@
 // Prefix-shared tree packing; see tree_packer.hpp for what it does and why.
 #include "tree_packer.hpp"
 
+#include "owned.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <numeric>
@@ -13,46 +15,56 @@ using I32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 
 namespace {
 
-void check_offsets(const I64& ids, const I64& cu, const char* what) {
-  if (ids.ndim() != 1) throw py::value_error(std::string(what) + "_ids must be 1-D");
-  if (cu.ndim() != 1 || cu.shape(0) < 1)
-    throw py::value_error(std::string(what) + "_cu must be 1-D with at least one entry (0)");
-  const int64_t* c = cu.data();
-  const int64_t n = cu.shape(0) - 1;
-  if (c[0] != 0) throw py::value_error(std::string(what) + "_cu[0] must be 0");
+using Vec = std::vector<int64_t>;
+
+// Offsets are checked on the owned copy: cu[0] = 0, never decreasing, cu[-1] = len(ids).
+void check_offsets(const Vec& ids, const Vec& cu, const char* what) {
+  if (cu.empty()) throw py::value_error(std::string(what) + "_cu must be 1-D with at least one entry (0)");
+  const int64_t n = static_cast<int64_t>(cu.size()) - 1;
+  if (cu[0] != 0) throw py::value_error(std::string(what) + "_cu[0] must be 0");
   for (int64_t i = 0; i < n; ++i)
-    if (c[i + 1] < c[i]) throw py::value_error(std::string(what) + "_cu decreases at " + std::to_string(i));
-  if (c[n] != ids.shape(0))
-    throw py::value_error(std::string(what) + "_cu[-1] (" + std::to_string(c[n]) + ") must equal len(" +
-                          what + "_ids) (" + std::to_string(ids.shape(0)) + ")");
+    if (cu[i + 1] < cu[i]) throw py::value_error(std::string(what) + "_cu decreases at " + std::to_string(i));
+  if (cu[n] != static_cast<int64_t>(ids.size()))
+    throw py::value_error(std::string(what) + "_cu[-1] (" + std::to_string(cu[n]) + ") must equal len(" + what +
+                          "_ids) (" + std::to_string(ids.size()) + ")");
 }
 
-// Offsets, groups and budget of a tree batch; every branch must fit in a row with its prefix.
-void check_tree_inputs(const I64& prefix_ids, const I64& prefix_cu, const I64& branch_ids, const I64& branch_cu,
-                       const I64& branch_group, int64_t row_budget) {
-  check_offsets(prefix_ids, prefix_cu, "prefix");
-  check_offsets(branch_ids, branch_cu, "branch");
-  const int64_t groups = prefix_cu.shape(0) - 1;
-  const int64_t n = branch_cu.shape(0) - 1;
-  if (branch_group.ndim() != 1 || branch_group.shape(0) != n)
-    throw py::value_error("branch_group must be 1-D with one entry per branch (" + std::to_string(n) +
-                          "), got " + std::to_string(branch_group.shape(0)));
-  if (row_budget < 1) throw py::value_error("row_budget must be >= 1, got " + std::to_string(row_budget));
-  const int64_t* pcu = prefix_cu.data();
-  const int64_t* bcu = branch_cu.data();
-  const int64_t* bg = branch_group.data();
-  for (int64_t b = 0; b < n; ++b) {
-    if (bg[b] < 0 || bg[b] >= groups)
-      throw py::value_error("branch_group[" + std::to_string(b) + "] = " + std::to_string(bg[b]) +
-                            " is not a prefix index in [0, " + std::to_string(groups) + ")");
-    const int64_t len = bcu[b + 1] - bcu[b];
-    if (len < 1) throw py::value_error("branch " + std::to_string(b) + " is empty (it needs a scoring token)");
-    const int64_t need = pcu[bg[b] + 1] - pcu[bg[b]] + len;
-    if (need > row_budget)
-      throw py::value_error("branch " + std::to_string(b) + " needs " + std::to_string(need) +
-                            " tokens with its prefix; row_budget is " + std::to_string(row_budget));
+// A tree batch's inputs, copied while the GIL is held and validated on the copies (owned.hpp):
+// offsets, groups and budget; every branch must fit in a row with its prefix. Only the copies
+// are read afterwards, so another thread changing the caller's arrays cannot break the checks.
+struct TreeInputs {
+  Vec prefix_ids, prefix_cu, branch_ids, branch_cu, branch_group;
+  int64_t groups, n;
+
+  TreeInputs(const I64& prefix_ids_in, const I64& prefix_cu_in, const I64& branch_ids_in, const I64& branch_cu_in,
+             const I64& branch_group_in, int64_t row_budget)
+      : prefix_ids(thresher_owned::snapshot(prefix_ids_in, "prefix_ids")),
+        prefix_cu(thresher_owned::snapshot(prefix_cu_in, "prefix_cu")),
+        branch_ids(thresher_owned::snapshot(branch_ids_in, "branch_ids")),
+        branch_cu(thresher_owned::snapshot(branch_cu_in, "branch_cu")),
+        branch_group(thresher_owned::snapshot(branch_group_in, "branch_group")) {
+    check_offsets(prefix_ids, prefix_cu, "prefix");
+    check_offsets(branch_ids, branch_cu, "branch");
+    groups = static_cast<int64_t>(prefix_cu.size()) - 1;
+    n = static_cast<int64_t>(branch_cu.size()) - 1;
+    if (static_cast<int64_t>(branch_group.size()) != n)
+      throw py::value_error("branch_group must be 1-D with one entry per branch (" + std::to_string(n) +
+                            "), got " + std::to_string(branch_group.size()));
+    if (row_budget < 1) throw py::value_error("row_budget must be >= 1, got " + std::to_string(row_budget));
+    for (int64_t b = 0; b < n; ++b) {
+      const int64_t g = branch_group[b];
+      if (g < 0 || g >= groups)
+        throw py::value_error("branch_group[" + std::to_string(b) + "] = " + std::to_string(g) +
+                              " is not a prefix index in [0, " + std::to_string(groups) + ")");
+      const int64_t len = branch_cu[b + 1] - branch_cu[b];
+      if (len < 1) throw py::value_error("branch " + std::to_string(b) + " is empty (it needs a scoring token)");
+      const int64_t need = prefix_cu[g + 1] - prefix_cu[g] + len;
+      if (need > row_budget)
+        throw py::value_error("branch " + std::to_string(b) + " needs " + std::to_string(need) +
+                              " tokens with its prefix; row_budget is " + std::to_string(row_budget));
+    }
   }
-}
+};
 
 // The arrays both packers return, padding written in (-1 branch id, pad_id, position 0); rows
 // are then filled through raw pointers (also without the GIL).
@@ -93,15 +105,13 @@ struct TreeRows {
 
 }  // namespace
 
-py::dict pack_tree(const I64& prefix_ids, const I64& prefix_cu, const I64& branch_ids,
-                          const I64& branch_cu, const I64& branch_group, int64_t row_budget,
-                          int64_t pad_id) {
-  check_tree_inputs(prefix_ids, prefix_cu, branch_ids, branch_cu, branch_group, row_budget);
-  const int64_t groups = prefix_cu.shape(0) - 1;
-  const int64_t n = branch_cu.shape(0) - 1;
-  const int64_t* pcu = prefix_cu.data();
-  const int64_t* bcu = branch_cu.data();
-  const int64_t* bg = branch_group.data();
+py::dict pack_tree(const I64& prefix_ids, const I64& prefix_cu, const I64& branch_ids, const I64& branch_cu,
+                   const I64& branch_group, int64_t row_budget, int64_t pad_id) {
+  const TreeInputs in(prefix_ids, prefix_cu, branch_ids, branch_cu, branch_group, row_budget);
+  const int64_t groups = in.groups, n = in.n;
+  const int64_t* pcu = in.prefix_cu.data();
+  const int64_t* bcu = in.branch_cu.data();
+  const int64_t* bg = in.branch_group.data();
 
   // Rows: (group, first branch slot in `order`, number of branches, fill).
   std::vector<int64_t> row_group, row_first, row_count, row_fill, branch_row(n), branch_start(n), branch_k(n);
@@ -137,8 +147,8 @@ py::dict pack_tree(const I64& prefix_ids, const I64& prefix_cu, const I64& branc
   TreeRows out(rows, width, n, pad_id);
   I64 rows_group({rows});
   int64_t* rg = rows_group.mutable_data();
-  const int64_t* ptok = prefix_ids.data();
-  const int64_t* btok = branch_ids.data();
+  const int64_t* ptok = in.prefix_ids.data();
+  const int64_t* btok = in.branch_ids.data();
   {
     py::gil_scoped_release release;
     for (int64_t r = 0; r < rows; ++r) {
@@ -181,14 +191,13 @@ row_group (int64 [R]) and branch_row (int64 [N]). Rows come group by group, in i
 
 py::dict pack_forest(const I64& prefix_ids, const I64& prefix_cu, const I64& branch_ids, const I64& branch_cu,
                      const I64& branch_group, int64_t row_budget, int64_t pad_id, int64_t tree_stride) {
-  check_tree_inputs(prefix_ids, prefix_cu, branch_ids, branch_cu, branch_group, row_budget);
+  const TreeInputs in(prefix_ids, prefix_cu, branch_ids, branch_cu, branch_group, row_budget);
   if (tree_stride < 2 || tree_stride > (int64_t{1} << 30))
     throw py::value_error("tree_stride must be in [2, 2**30], got " + std::to_string(tree_stride));
-  const int64_t groups = prefix_cu.shape(0) - 1;
-  const int64_t n = branch_cu.shape(0) - 1;
-  const int64_t* pcu = prefix_cu.data();
-  const int64_t* bcu = branch_cu.data();
-  const int64_t* bg = branch_group.data();
+  const int64_t groups = in.groups, n = in.n;
+  const int64_t* pcu = in.prefix_cu.data();
+  const int64_t* bcu = in.branch_cu.data();
+  const int64_t* bg = in.branch_group.data();
   const int64_t max_trees = (int64_t{INT32_MAX} + 1) / tree_stride;  // tree slot * stride + k fits int32
 
   // 1. Trees: a group's branches next-fit in input order behind its prefix, as pack_tree's rows.
@@ -239,13 +248,12 @@ py::dict pack_forest(const I64& prefix_ids, const I64& prefix_cu, const I64& bra
     row_fill[r] += len;
   }
 
-  // 3. Write rows. Held GIL: packing is microseconds next to the model call, and caller
-  // buffers are read only while no other Python thread can change them.
+  // 3. Write rows (from the owned copies; the GIL stays held: microseconds next to the model call).
   const int64_t rows = static_cast<int64_t>(row_fill.size());
   const int64_t width = rows ? *std::max_element(row_fill.begin(), row_fill.end()) : 0;
   TreeRows out(rows, width, n, pad_id);
-  const int64_t* ptok = prefix_ids.data();
-  const int64_t* btok = branch_ids.data();
+  const int64_t* ptok = in.prefix_ids.data();
+  const int64_t* btok = in.branch_ids.data();
   for (int64_t t = 0; t < trees; ++t) {
     const int64_t g = tree_group[t];
     out.write(tree_row[t] * width + tree_start[t], ptok + pcu[g], pcu[g + 1] - pcu[g], 0, tree_slot[t] * tree_stride);

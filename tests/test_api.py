@@ -135,7 +135,7 @@ def test_megabyte_passage_is_processed_completely(default_compressor):
         ("q", ["ok", {"txt": "x"}], {}, ValueError, "passages[1] has unknown keys"),
         ("q", [{"title": "t"}], {}, ValueError, "without 'text'"),
         ("q", [{"text": 5}], {}, TypeError, "passages[0].text"),
-        ("q", ["x"], {"threshold": float("nan")}, ValueError, "threshold must be finite"),
+        ("q", ["x"], {"threshold": float("nan")}, ValueError, "threshold must be a finite number"),
         ("q", ["x"], {"keep_ratio": 0.0}, ValueError, "keep_ratio must be in (0, 1]"),
         ("q", ["x"], {"keep_ratio": 0.5, "threshold": 0.1}, ValueError, "either threshold or keep_ratio"),
         ("q", ["x"], {"top_k": 0}, ValueError, "top_k must be >= 1"),

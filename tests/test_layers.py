@@ -17,7 +17,7 @@ import thresher
 
 PACKAGE = Path(thresher.__file__).parent
 LAYERS = [
-    ("thresher._native", "thresher.kernels", "thresher.manifest", "thresher.cache"),
+    ("thresher._native", "thresher.kernels", "thresher.manifest", "thresher.manifest_schema", "thresher.cache"),
     ("thresher.engine",),
     ("thresher.scorers",),
     ("thresher.export",),

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from thresher.engine import segment
+from thresher.engine import nltk_punkt, segment
 from thresher.engine.segment import SEGMENTERS, get_segmenter, spans_from_cuts
 
 # Sentence-like text: words, terminal and closing punctuation, quotes, abbreviations, initials,
@@ -101,9 +101,8 @@ def test_every_segmenter_splits_plain_sentences_and_keeps_unpunctuated_text_whol
             "The cat sat.", "The dog ran.", "A bird flew."]
 
 
-def test_untrained_punkt_splits_after_abbreviations():
-    # Documented behaviour: without trained parameters Punkt knows no abbreviations.
-    assert sentences("Dr. Smith arrived. He sat.", "punkt") == ["Dr.", "Smith arrived.", "He sat."]
+def test_punkt_has_the_trained_english_abbreviations():
+    assert sentences("Dr. Smith arrived. He sat.", "punkt") == ["Dr. Smith arrived.", "He sat."]
 
 
 @pytest.mark.parametrize("name", sorted(set(SEGMENTERS) - {"whole"}))
@@ -117,13 +116,14 @@ def test_default_segmenter_is_registered():
     assert segment.DEFAULT_SEGMENTER in SEGMENTERS
 
 
-@pytest.mark.parametrize("name, module", [("blingfire", "blingfire"), ("punkt", "nltk.tokenize.punkt")])
+@pytest.mark.parametrize("name, module", [
+    ("blingfire", "blingfire"), ("punkt", "nltk.tokenize.punkt"), ("punkt", "punkt.data")])
 def test_missing_optional_package_names_the_extra(name, module, monkeypatch):
-    segment._punkt_tokenizer.cache_clear()
+    nltk_punkt.english_tokenizer.cache_clear()
     monkeypatch.setitem(sys.modules, module, None)  # makes `import module` raise ImportError
     with pytest.raises(ImportError, match=r"thresher\[segment\]"):
         SEGMENTERS[name]("One. Two.")
-    segment._punkt_tokenizer.cache_clear()
+    nltk_punkt.english_tokenizer.cache_clear()
 
 
 def test_unknown_segmenter_is_a_clear_error():

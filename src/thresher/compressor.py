@@ -74,9 +74,14 @@ class Compressor(FieldCalls):
         return self._scorer.threshold
 
     def validate(self, question: object, passages: object, **options: Any) -> Request:
-        """Check one request against this instance's limits (TypeError/ValueError naming the
-        field) and return it in normal form, for compress_validated()."""
-        return validate(question, passages, Options(**options), self.limits)
+        """Check one request against this instance's limits and the model's question length
+        (TypeError/ValueError naming the field) and return it in normal form, for
+        compress_validated()."""
+        request = validate(question, passages, Options(**options), self.limits)
+        check_question = getattr(self._scorer, "check_question", None)  # a model's token limit
+        if check_question is not None:
+            check_question(request.question)
+        return request
 
     def compress_validated(self, requests: list[Request]) -> list[CompressionResult]:
         """Compress requests from validate() in one engine call (what batching front doors use:
@@ -133,7 +138,11 @@ class Compressor(FieldCalls):
         with tqdm(total=len(requests), disable=progress is False, delay=delay, unit="q", desc="compress") as bar:
             for start in range(0, len(requests), batch_size):
                 chunk = requests[start : start + batch_size]
-                results.extend(self.compress_validated(chunk))
+                try:
+                    results.extend(self.compress_validated(chunk))
+                except Exception:
+                    self._raise_for_item(chunk, start)
+                    raise
                 bar.update(len(chunk))
         return results
 
@@ -175,3 +184,14 @@ class Compressor(FieldCalls):
             raise TypeError(f"model kind {self.kind!r} has no rerank score; use a pruner or embed-sim model")
         results = self.compress_batch([(q, [p]) for q, p in pairs], progress=progress, batch_size=batch_size)
         return [r.passages[0] for r in results]
+
+    def _raise_for_item(self, chunk: list[Request], start: int) -> None:
+        """After a failed batch, run its requests one by one and raise the first failure again
+        naming its item (items[i]); returns when none fails alone."""
+        for i, request in enumerate(chunk, start):
+            try:
+                self.compress_validated([request])
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"items[{i}]: {e}") from e
+            except Exception as e:
+                raise RuntimeError(f"items[{i}] failed: {type(e).__name__}: {e}") from e

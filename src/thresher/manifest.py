@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from thresher.manifest_schema import FORMAT_VERSION, KINDS, check_fields, confined  # noqa: F401 (re-exported)
+
 MANIFEST = "thresher.json"
-FORMAT_VERSION = 1
-KINDS = ("embed-sim", "encoder-pruner", "causal-yesno", "causal-eos")
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few KB; a larger one is not read into memory
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -67,21 +68,23 @@ def write_manifest(model_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def read_manifest(model_dir: str | Path, verify: bool = True) -> dict[str, Any]:
-    """Read and check thresher.json; raises ValueError naming what is wrong."""
+    """Read and check thresher.json (every field, see manifest_schema) and the files it lists;
+    raises ValueError naming what is wrong."""
     model_dir = Path(model_dir)
     path = model_dir / MANIFEST
     if not path.is_file():
         raise ValueError(f"{model_dir} is not a thresher model directory (no {MANIFEST})")
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise ValueError(f"{path} is over {MAX_MANIFEST_BYTES:,} bytes; it is not a thresher manifest")
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if manifest.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{path} has format {manifest.get('format')!r}; this thresher reads {FORMAT_VERSION}")
-    if manifest.get("kind") not in KINDS:
-        raise ValueError(f"{path} has kind {manifest.get('kind')!r}; known kinds: {list(KINDS)}")
-    for name, digest in manifest.get("files", {}).items():
-        f = model_dir / name
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply to be a thresher manifest") from None
+    check_fields(manifest, str(path))
+    for name, digest in manifest["files"].items():
+        f = confined(model_dir, name)
         if not f.is_file():
             raise ValueError(f"{model_dir} lacks {name}, which {MANIFEST} lists")
         if verify and sha256_file(f) != digest:

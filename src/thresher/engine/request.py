@@ -7,11 +7,16 @@ before any tokenization happens. Nothing is silently dropped or truncated.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 PASSAGE_KEYS = ("text", "title", "id", "metadata")
+
+# Lone UTF-16 surrogates ("\ud800") are valid in a Python str but in no UTF-8 text: tokenizers
+# raise on them deep inside a batch, naming no field.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,29 @@ class Passage:
     metadata: Mapping[str, Any] | None = None
 
 
+def _finite_number(name: str, value: object) -> None:
+    """An int or float that is a finite float: huge ints (10**400) overflow float conversion."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:
+        finite = False
+    if not finite:
+        # str() of a huge int is itself refused past 4,300 digits: describe it by its size.
+        shown = value if isinstance(value, float) else f"an integer of {value.bit_length():,} bits"
+        raise ValueError(f"{name} must be a finite number, got {shown}")
+
+
+def check_text(where: str, text: str) -> None:
+    """Refuse text that no tokenizer can read: lone surrogates (not encodable as UTF-8)."""
+    if not text.isascii():
+        bad = _SURROGATE.search(text)
+        if bad:
+            raise ValueError(f"{where} has a lone surrogate {bad.group()!r} at character {bad.start()}; "
+                             "text must be valid Unicode (encodable as UTF-8)")
+
+
 @dataclass(frozen=True)
 class Options:
     """Per-call selection options; they never change the Compressor.
@@ -62,13 +90,9 @@ class Options:
 
     def __post_init__(self) -> None:
         if self.threshold is not None:
-            if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)):
-                raise TypeError(f"threshold must be a number, got {type(self.threshold).__name__}")
-            if not math.isfinite(self.threshold):
-                raise ValueError(f"threshold must be finite, got {self.threshold}")
+            _finite_number("threshold", self.threshold)
         if self.keep_ratio is not None:
-            if isinstance(self.keep_ratio, bool) or not isinstance(self.keep_ratio, (int, float)):
-                raise TypeError(f"keep_ratio must be a number, got {type(self.keep_ratio).__name__}")
+            _finite_number("keep_ratio", self.keep_ratio)
             if not 0.0 < self.keep_ratio <= 1.0:
                 raise ValueError(f"keep_ratio must be in (0, 1], got {self.keep_ratio}")
             if self.threshold is not None:
@@ -120,8 +144,11 @@ def _passage(i: int, item: object, limits: Limits) -> Passage:
             f"{where} has {len(text):,} characters; the limit is {limits.max_passage_chars:,} "
             "(raise Limits.max_passage_chars)"
         )
+    check_text(where if isinstance(item, str) else f"{where}.text", text)
     if isinstance(item, str):
         return Passage(text=text)
+    if title is not None:
+        check_text(f"{where}.title", title)
     return Passage(text=text, title=title, id=item.get("id"), metadata=item.get("metadata"))
 
 
@@ -135,6 +162,7 @@ def validate(question: object, passages: object, options: Options, limits: Limit
         raise ValueError(
             f"question has {len(question):,} characters; the limit is {limits.max_question_chars:,}"
         )
+    check_text("question", question)
     if isinstance(passages, (str, bytes, Mapping)) or not isinstance(passages, Sequence):
         raise TypeError(f"passages must be a list of strings or mappings, got {type(passages).__name__}")
     if len(passages) > limits.max_passages:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 
 import numpy as np
+
+from thresher.engine import nltk_punkt
 
 # Abbreviations after which a period does not end a sentence (lower-case, without the final
 # period). Titles and Latin forms only: "etc", "inc", "co", "bros" and month names end
@@ -29,11 +30,15 @@ _ABBREVIATIONS = frozenset(
 # Abbreviations that take a number next ("No. 5", "Op. 27", "ca. 1500"): no boundary before a
 # digit, but "... said no. The ..." still ends a sentence.
 _BEFORE_NUMBER = frozenset(["no", "nos", "art", "sec", "ch", "op", "nr", "ca"])
-# A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace;
-# or a blank line (paragraph break).
-_CANDIDATE = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)|\n[^\S\n]*\n")
+# A candidate boundary: a run of terminal punctuation and its closing quotes/brackets, followed
+# by whitespace; or a blank line (paragraph break). The whitespace test is made after the match
+# on purpose: inside the pattern, a lookahead `(?=\s)` made `re` retry every suffix of a long run
+# of periods, quadratic time ("a" + "." * 16_000 + "b" took ~25 s while holding the GIL). Each
+# alternative here always matches greedily or fails at once, so the scan is linear.
+_CANDIDATE = re.compile(r"[.!?…]+[\"'”’)\]]*|\n[^\S\n]*\n")
 _WORD_BEFORE = re.compile(r"(\w[\w.'’-]*)\.$")
-_NEXT_START = re.compile(r"\s+([\"'“‘(\[]*)(\S)")
+_NON_SPACE = re.compile(r"\S")
+_OPENERS = re.compile(r"[\"'“‘(\[]*")
 _TRAILING_CLOSERS = "\"'”’)]"
 
 
@@ -66,15 +71,26 @@ def spans_from_cuts(text: str, cuts: Iterable[int]) -> np.ndarray:
     return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
 
 
+def _next_start(text: str, end: int) -> str | None:
+    """The character that starts the next sentence after `end`, skipping whitespace and opening
+    quotes/brackets (an opener itself when only openers precede whitespace); None when only
+    whitespace follows. Forward scans only: a backtracking regex here cost O(run) per retry."""
+    first = _NON_SPACE.search(text, end)
+    if first is None:
+        return None
+    p = first.start()
+    q = _OPENERS.match(text, p).end()
+    return text[q] if q < len(text) and not text[q].isspace() else text[max(p, q - 1)]
+
+
 def _is_boundary(text: str, end: int) -> bool:
     """True when the candidate ending at `end` (exclusive) really ends a sentence."""
     mark = text[end - 1]
     if mark == "\n":  # blank line: paragraph break
         return True
-    nxt = _NEXT_START.match(text, end)
-    if nxt is None:
+    first = _next_start(text, end)
+    if first is None:
         return False  # only whitespace follows: the final sentence ends at the text's end
-    first = nxt.group(2)
     if first.islower() or first in ",;:":
         return False  # "... approx. five", "(ed.), p. 5" continue the sentence
     head = text[max(0, end - 32) : end].rstrip(_TRAILING_CLOSERS)
@@ -96,9 +112,12 @@ def _is_boundary(text: str, end: int) -> bool:
 
 
 def _rule_cuts(text: str) -> Iterable[int]:
+    n = len(text)
     for m in _CANDIDATE.finditer(text):
-        if _is_boundary(text, m.end()):
-            yield m.end()
+        end = m.end()
+        # str.isspace is the `\s` of a str pattern (both are Py_UNICODE_ISSPACE).
+        if (text[end - 1] == "\n" or (end < n and text[end].isspace())) and _is_boundary(text, end):
+            yield end
 
 
 def split_rules(text: str) -> np.ndarray:
@@ -112,39 +131,21 @@ def split_whole(text: str) -> np.ndarray:
     return spans_from_cuts(text, ())
 
 
-def _import_optional(module: str):
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise ImportError(f"this segmenter needs the {module!r} package: pip install 'thresher[segment]'") from e
-
-
 def split_blingfire(text: str) -> np.ndarray:
     """blingfire's sentence breaker (a compiled finite-state model, Microsoft)."""
-    blingfire = _import_optional("blingfire")
+    blingfire = nltk_punkt.import_optional("blingfire")
     if not text.strip():
         return spans_from_cuts(text, ())
     _, offsets = blingfire.text_to_sentences_and_offsets(text)
     return spans_from_cuts(text, (start for start, _ in offsets))
 
 
-@lru_cache(maxsize=1)
-def _punkt_tokenizer():
-    punkt = _import_optional("nltk.tokenize.punkt")
-    return punkt.PunktSentenceTokenizer()  # untrained: needs no nltk_data download
-
-
 def split_punkt(text: str) -> np.ndarray:
-    """NLTK's Punkt algorithm with default (untrained) parameters: no data download.
-
-    The family of boundaries Provence was trained on (nltk.sent_tokenize is Punkt with
-    parameters trained on English); without those parameters it knows no abbreviations.
-    """
+    """NLTK's Punkt with its trained English parameters: the boundaries of `nltk.sent_tokenize`,
+    which Provence was trained with (engine/nltk_punkt.py: offline, pickle-free, any length)."""
     if not text.strip():
         return spans_from_cuts(text, ())
-    return spans_from_cuts(text, (start for start, _ in _punkt_tokenizer().span_tokenize(text)))
+    return spans_from_cuts(text, nltk_punkt.span_starts(text))
 
 
 SEGMENTERS: dict[str, Callable[[str], np.ndarray]] = {

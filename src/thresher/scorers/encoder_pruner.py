@@ -136,6 +136,13 @@ class EncoderPrunerScorer:
         self._tok = load_tokenizer(model_dir / "tokenizer.json")
         self._runner = runner
 
+    def check_question(self, question: str) -> None:
+        """Refuse, before any model work, a question that leaves no room for passage text."""
+        n = len(self._tok.encode(normalize_question(question), add_special_tokens=False).ids)
+        if n > self.max_length - 4:
+            raise ValueError(f"question has {n} tokens; this model takes at most {self.max_length - 4} "
+                             f"(its {self.max_length}-token window also holds [CLS], [SEP] and passage text)")
+
     # -- inputs ---------------------------------------------------------------------------------
 
     def _units(self, items: list[ScoreInput]):
