@@ -7,13 +7,14 @@ import shutil
 import pytest
 
 import thresher
+from thresher.catalogue import resolve
 from thresher.manifest import MANIFEST, read_manifest
 
 
 @pytest.fixture(scope="module")
 def default_dir():
     thresher.Compressor.load("default")  # exported once into the cache
-    return thresher.models.resolve("default")
+    return resolve("default")
 
 
 @pytest.fixture
