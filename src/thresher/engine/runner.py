@@ -119,7 +119,8 @@ def gpu_session_config(**overrides) -> SessionConfig:
     return SessionConfig(**{"providers": GPU_PROVIDERS, "disabled_optimizers": (), **overrides})
 
 
-def open_session(path: str | Path, config: SessionConfig = SessionConfig()) -> ort.InferenceSession:
+def open_session(path: str | Path, config: SessionConfig | None = None) -> ort.InferenceSession:
+    config = config or SessionConfig()  # built per call: THRESHER_* env vars are read then, not at import
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = config.intra_op_threads
     opts.inter_op_num_threads = config.inter_op_threads
