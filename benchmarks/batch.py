@@ -144,7 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rss-seconds", type=float, default=600.0, help="stop the RSS run after this long")
     ap.add_argument("--ray-requests", type=int, default=200, help="requests of the Ray comparison")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: throughput,rss,ray")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 20 / 8 requests, 30 s of RSS")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.requests, args.ray_requests, args.rss_requests, args.rss_seconds = 20, 8, 2_000, 30.0
     skip = set(filter(None, args.skip.split(",")))
     records = load_records(HOTPOT)
     data: dict = {"command": command("batch.py", argv), "args": vars(args)}
@@ -173,7 +176,9 @@ def main(argv: list[str] | None = None) -> None:
                    f"({data['rss']['input_mb']:.0f} MB; {'finished' if rss['finished'] else 'stopped'} after "
                    f"{samples[-1][0] if samples else 0} s; peak {max(s[1] for s in samples):.1f} MB):", "", table]
             print(table, flush=True)
-    js, mdp = write_results("batch", data, "\n".join(md))
+    ran = [p for p in ("throughput", "ray", "rss") if p not in skip]
+    name = "batch" if len(ran) == 3 else "_".join(["batch", *ran])  # a partial run keeps the full one
+    js, mdp = write_results(name, data, "\n".join(md))
     print(f"wrote {js} and {mdp}")
 
 
