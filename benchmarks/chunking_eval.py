@@ -12,7 +12,8 @@ Per (dataset, retriever, method, size theta):
   parent is cut at the budget; text already retrieved costs nothing again, which matters for
   the overlapping sentence windows), for every method and size;
 - paper protocol: the gold chunk relabelled per method as the parent with the highest ROUGE-1
-  F1 against the evidence text; DCG@k and recall@k of that chunk;
+  F1 against the evidence text; DCG@k and recall@k of that chunk at the paper's k in
+  {1, 2, 5, 10, 20} (a second table);
 - mean size (words) of the text returned per hit: a parent, or a sentence's window.
   Theta is chosen per method on chroma dev (best dense IoU@B).
 Throughput: characters per second of the logits-guided chunker and the share of its time in
@@ -51,6 +52,7 @@ BASELINES = ("fixed-words", "fixed-tokens", "recursive", "semantic", "sentences"
              "sentence-window")
 LLM_METHODS = ("logits-guided", "lgmgc")
 TOP_K = 3
+PAPER_K = (1, 2, 5, 10, 20)  # the LGMGC paper's retrieval cut-offs
 BUDGETS = (256, 512)
 
 
@@ -145,9 +147,10 @@ def evaluate(docs: dict[str, str], questions: list[dict], chunks: dict[str, list
                     add(f"{k}@{budget}tok", v)
             gold = relabelled_gold([text[a:b] for a, b in returned], " ".join(e["text"] for e in q["evidence"]))
             rank = int(np.flatnonzero(order == gold)[0]) if gold >= 0 else -1
-            dcg, rec = dcg_recall_at(rank, TOP_K)
-            add(f"paper_dcg@{TOP_K}", dcg)
-            add(f"paper_recall@{TOP_K}", rec)
+            for k in sorted({TOP_K, *PAPER_K}):
+                dcg, rec = dcg_recall_at(rank, k)
+                add(f"paper_dcg@{k}", dcg)
+                add(f"paper_recall@{k}", rec)
     out = {k: float(np.mean(v)) for k, v in per_q.items()}
     out["questions"] = len(per_q.get(f"recall@{TOP_K}", []))
     return out
@@ -276,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
               r[f"paper_dcg@{TOP_K}"], r[f"paper_recall@{TOP_K}"], r["questions"]] for r in rows]
     md.append(md_table(header, table))
     md.append("\n`*` = theta chosen for that method on chroma dev (best dense IoU@512).")
+    md.append("\nPaper protocol (gold = the method's max-ROUGE-1 parent) at the paper's k:\n")
+    md.append(md_table(["dataset", "retriever", "method", "theta"] + [f"DCG@{k}" for k in PAPER_K]
+                       + [f"R@{k}" for k in PAPER_K],
+                       [[r["dataset"].split("_")[0], r["retriever"], r["method"], r["size"]]
+                        + [r[f"paper_dcg@{k}"] for k in PAPER_K] + [r[f"paper_recall@{k}"] for k in PAPER_K]
+                        for r in rows]))
     markdown = "\n".join(md)
     write_results("chunking_eval", {"command": command("chunking_eval.py", argv), "rows": rows, "chosen_theta": chosen,
                                     "throughput": tp, "reference": ref, "subset": data_notes}, markdown)
