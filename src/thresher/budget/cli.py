@@ -19,12 +19,12 @@ def _say(text: str) -> None:
 
 def _setup(args):
     import thresher
-    from thresher.budget.api import default_data_dir
     from thresher.budget.corpus import build
     from thresher.budget.retriever import HybridRetriever
+    from thresher.datadir import data_dir
 
     compressor = thresher.Compressor.load(args.model)
-    passages, questions = build(args.data or default_data_dir())
+    passages, questions = build(data_dir(args.data, "thresher budget --data"))
     return compressor, HybridRetriever.build(passages, compressor), questions
 
 
@@ -108,7 +108,7 @@ def register(subparsers) -> None:
     sub = parser.add_subparsers(dest="budget_command", required=True)
 
     def common(p):
-        p.add_argument("--data", help="data folder (default: ../shared/data beside the checkout)")
+        p.add_argument("--data", help="data folder holding <set>/dev.jsonl (default: $THRESHER_DATA)")
         p.add_argument("-m", "--model", default="minilm-cosine", help="embed-sim model for retrieval and compression")
 
     def sweep_args(p):
@@ -134,8 +134,9 @@ def register(subparsers) -> None:
 
     p = sub.add_parser("compress", help="retrieve with a per-question budget, then compress")
     common(p)
-    p.add_argument("-q", "--question", required=True)
+    p.add_argument("-q", "--question", required=True, help="the question to retrieve and compress for")
     p.add_argument("--k", type=int, help="fixed budget instead of the policy's choice")
     p.add_argument("--policy", help="policy folder (default: the shipped one)")
-    p.add_argument("-o", "--output", choices=["json", "text"], default="text")
+    p.add_argument("-o", "--output", choices=["json", "text"], default="text",
+                   help="text: k, timings and the kept passages; json: the full result")
     p.set_defaults(func=_compress)
