@@ -33,7 +33,7 @@ class NamedModel:
     inputs: tuple[Path, ...] = ()
     # An exported model directory shipped in the package (made by `make default-model`): loaded as is.
     shipped: Path | None = None
-    typical: str = "15-30 s"  # how long the export usually takes here, for the announcement
+    typical: str = "20-60 s"  # how long the export usually takes here, for the announcement
 
     def cache_key(self, name: str) -> str:
         h = hashlib.sha256(repr(self.settings).encode() + _exporter_fingerprint())
@@ -147,7 +147,7 @@ def cache_home() -> Path:
     return Path(platformdirs.user_cache_dir("thresher", appauthor=False))
 
 
-def export_into_cache(key: str, export: Callable[[Path], Path], what: str, typical: str = "15-30 s") -> Path:
+def export_into_cache(key: str, export: Callable[[Path], Path], what: str, typical: str = "20-60 s") -> Path:
     """Run `export` into a temporary folder and rename it to $THRESHER_HOME/models/<key> once.
     Only that first time needs torch: a cached model loads without importing it."""
     final = cache_home() / "models" / key

@@ -23,7 +23,7 @@ def export_default(out_dir: str | Path) -> Path:
     """Export the default named model from the delta into out_dir (replaced if present)."""
     out_dir = Path(out_dir)
     staged = out_dir.with_name(out_dir.name + ".new")
-    with long_step(f"exporting the default model ({DEFAULT}) into {out_dir}", "15-30 s"), \
+    with long_step(f"exporting the default model ({DEFAULT}) into {out_dir}", "20-60 s"), \
             atomic_directory(staged) as tmp:
         NAMED_MODELS[DEFAULT].export(tmp)
     shutil.rmtree(out_dir, ignore_errors=True)

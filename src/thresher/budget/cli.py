@@ -7,8 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-from thresher.budget.oracle import K
-
 DEFAULT_PER_SOURCE = 270  # the shipped policy's sweep (benchmarks/RESULTS.md, "SAGE retrieval budget")
 DEFAULT_SLO_MS = 80.0  # ~p50 of k=10 on a quiet 2-core CPU (benchmarks/RESULTS.md); retrain per machine
 
@@ -38,8 +36,9 @@ def _sweep_cache(args) -> Path:
 
 def _rows(args):
     from thresher.budget.corpus import select_questions
-    from thresher.budget.oracle import sweep, sweep_setup
+    from thresher.budget.oracle import K, sweep, sweep_setup
 
+    args.ks = args.ks or K  # _eval reads it afterwards
     compressor, retriever, questions = _setup(args)
     chosen = select_questions(questions, args.per_source)
     return sweep(chosen, retriever, compressor, cache=_sweep_cache(args), ks=args.ks,
@@ -115,8 +114,8 @@ def register(subparsers) -> None:
         p.add_argument("--per-source", type=int, default=DEFAULT_PER_SOURCE,
                        help="questions per source (HotpotQA, NQ, SQuAD) in the oracle sweep")
         p.add_argument("--sweep-cache", help="JSONL of sweep rows (default: $THRESHER_HOME/budget/sweep.jsonl)")
-        p.add_argument("--ks", type=_ks, default=K, help="budgets to sweep, comma-separated (default: "
-                       + ",".join(map(str, K)) + ")")
+        p.add_argument("--ks", type=_ks, help="budgets to sweep, comma-separated (default: the oracle's grid, "
+                       "thresher.budget.oracle.K; imported when needed, it brings numpy)")
 
     p = sub.add_parser("train", help="oracle sweep (cached) + RandomForest + temperature -> policy folder")
     common(p)
