@@ -16,6 +16,12 @@ SAMPLE = Path(__file__).resolve().parent / "data"
 REQUIRE_DATA = os.environ.get("THRESHER_REQUIRE_DATA") == "1"
 
 
+# A two-passage request for the CLI and install tests: one relevant sentence, one irrelevant passage.
+HAMLET_QUESTION = "Who wrote Hamlet?"
+HAMLET_PASSAGES = [{"title": "Hamlet", "text": "Hamlet is a tragedy. It was written by William Shakespeare around 1600."},
+                   "Paris is the capital of France. The Seine flows through it."]
+
+
 def pytest_sessionstart(session) -> None:
     if REQUIRE_DATA and not DATA.is_dir():
         raise pytest.UsageError(f"THRESHER_REQUIRE_DATA=1 but {DATA} is absent: the data-dependent tests "

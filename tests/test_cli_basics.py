@@ -17,6 +17,8 @@ import pytest
 import thresher
 from thresher.cli import build_parser
 
+from .conftest import HAMLET_PASSAGES
+
 
 def run(args: list[str], env: dict | None = None, stdin: bytes = b"") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "thresher.cli", *args], input=stdin, capture_output=True,
@@ -57,10 +59,7 @@ def test_help_imports_neither_torch_nor_the_server_stack(argv):
 @pytest.fixture(scope="module")
 def passages_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("basics") / "passages.json"
-    path.write_text(json.dumps([
-        {"title": "Hamlet", "text": "Hamlet is a tragedy. It was written by William Shakespeare around 1600."},
-        "Paris is the capital of France. It has many museums. The Seine flows through it.",
-    ]), encoding="utf-8")
+    path.write_text(json.dumps(HAMLET_PASSAGES), encoding="utf-8")
     return path
 
 

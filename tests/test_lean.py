@@ -23,10 +23,10 @@ from packaging.utils import canonicalize_name
 
 import thresher
 
+from .conftest import HAMLET_PASSAGES, HAMLET_QUESTION
+
 ROOT = Path(__file__).resolve().parents[1]
-QUESTION = "Who wrote Hamlet?"
-PASSAGES = [{"title": "Hamlet", "text": "Hamlet is a tragedy. It was written by William Shakespeare around 1600."},
-            "Paris is the capital of France. The Seine flows through it."]
+QUESTION, PASSAGES = HAMLET_QUESTION, HAMLET_PASSAGES
 
 
 def core_closure() -> dict[str, importlib.metadata.Distribution]:
