@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 from common import HOTPOT, ROOT, command, load_records, md_table, write_results
@@ -40,10 +41,14 @@ def scores_in(python: str, requests: list) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--other", required=True, help="python of the venv with the other onnxruntime")
+    parser.add_argument("--other", default=str(ROOT / ".venv-lowest" / "bin" / "python"),
+                        help="python of the venv with the other onnxruntime (default: make test-lowest's)")
     parser.add_argument("--questions", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="10 questions")
     args = parser.parse_args(argv)
+    if not Path(args.other).exists():
+        print(f"no {args.other}: build a second venv first (make test-lowest), or pass --other")
+        return
     records = load_records(HOTPOT, limit=10 if args.quick else args.questions)
     requests = [[r["question"], [{"title": t, "text": "".join(s)} for t, s in r["context"]]] for r in records]
     runs = [scores_in(sys.executable, requests), scores_in(os.path.abspath(args.other), requests)]

@@ -14,7 +14,14 @@ import pytest
 import tomllib
 
 import thresher
-from thresher.manifest import MANIFEST, ORT_SUPPORTED, content_digest, read_manifest, sha256_file
+from thresher.manifest import (
+    MANIFEST,
+    ORT_SUPPORTED,
+    content_digest,
+    onnxruntime_version,
+    read_manifest,
+    sha256_file,
+)
 from thresher.models import NAMED_MODELS, TRAINED_PRUNER, resolve
 
 from .conftest import load_jsonl
@@ -52,20 +59,24 @@ def test_pyproject_onnxruntime_range_is_the_manifest_range():
     assert f"onnxruntime{ORT_SUPPORTED}" in deps
 
 
+def with_recorded_ort(tmp_path, name: str, version: str):
+    shutil.copytree(SHIPPED, tmp_path / name)
+    manifest = json.loads((tmp_path / name / MANIFEST).read_text(encoding="utf-8"))
+    manifest["onnxruntime"]["version"] = version
+    (tmp_path / name / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    return tmp_path / name
+
+
 def test_another_onnxruntime_minor_warns_once(tmp_path, caplog):
-    shutil.copytree(SHIPPED, tmp_path / "m")
-    manifest = json.loads((tmp_path / "m" / MANIFEST).read_text(encoding="utf-8"))
-    manifest["onnxruntime"]["version"] = "1.24.1"
-    (tmp_path / "m" / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    current = onnxruntime_version()
+    other = with_recorded_ort(tmp_path, "other", "1.0.0")  # a minor no supported release has
+    same = with_recorded_ort(tmp_path, "same", current.split(".")[0] + "." + current.split(".")[1] + ".99")
     with caplog.at_level(logging.WARNING, logger="thresher"):
-        read_manifest(tmp_path / "m")
-        read_manifest(tmp_path / "m")
-    warned = [r.getMessage() for r in caplog.records if "onnxruntime 1.24.1" in r.getMessage()]
-    assert len(warned) == 1 and "may shift" in warned[0]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="thresher"):
-        read_manifest(SHIPPED)  # recorded with this very version: silent
-    assert not [r for r in caplog.records if "onnxruntime" in r.getMessage()]
+        read_manifest(other)
+        read_manifest(other)
+        read_manifest(same)  # same minor, other patch release: silent
+    warned = [r.getMessage() for r in caplog.records if "onnxruntime" in r.getMessage()]
+    assert len(warned) == 1 and "calibrated on onnxruntime 1.0.0" in warned[0] and "may shift" in warned[0]
 
 
 def test_checkpoint_key_follows_content_not_path(tmp_path):

@@ -21,5 +21,5 @@ def data_dir(explicit: str | os.PathLike | None, who: str) -> Path:
     path = Path(value)
     if not path.is_dir():
         source = "given" if explicit else f"from ${ENV}"
-        raise ValueError(f"data folder {path} ({source}) is not a folder")
+        raise ValueError(f"{who}: data folder {path} ({source}) is not a folder")
     return path
