@@ -10,14 +10,41 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# The first records of some sets, kept in the repository (tests/data/README.md) so the core tests run
+# in any clone; they are byte-for-byte the head of ../shared/data's files.
+SAMPLE = Path(__file__).resolve().parent / "data"
+# CI sets THRESHER_REQUIRE_DATA=1: there a missing ../shared/data fails the run instead of skipping.
+REQUIRE_DATA = os.environ.get("THRESHER_REQUIRE_DATA") == "1"
+
+
+# A two-passage request for the CLI and install tests: one relevant sentence, one irrelevant passage.
+HAMLET_QUESTION = "Who wrote Hamlet?"
+HAMLET_PASSAGES = [{"title": "Hamlet", "text": "Hamlet is a tragedy. It was written by William Shakespeare around 1600."},
+                   "Paris is the capital of France. The Seine flows through it."]
+
+
+def pytest_sessionstart(session) -> None:
+    if REQUIRE_DATA and not DATA.is_dir():
+        raise pytest.UsageError(f"THRESHER_REQUIRE_DATA=1 but {DATA} is absent: the data-dependent tests "
+                                "would only skip")
+
+
+def _lines(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for _ in f)
 
 
 def load_jsonl(name: str, limit: int | None = None) -> list[dict]:
-    """Records of ../shared/data/<name>/dev.jsonl; skips the test when the data is absent."""
+    """The first `limit` records of <name>/dev.jsonl: from tests/data when the sample holds that many,
+    else from ../shared/data; skips when absent (fails under THRESHER_REQUIRE_DATA=1)."""
     import json
 
-    path = DATA / name / "dev.jsonl"
+    sample = SAMPLE / name / "dev.jsonl"
+    use_sample = limit is not None and sample.is_file() and limit <= _lines(sample)
+    path = sample if use_sample else DATA / name / "dev.jsonl"
     if not path.is_file():
+        if REQUIRE_DATA:
+            pytest.fail(f"{path} is absent (THRESHER_REQUIRE_DATA=1)")
         pytest.skip(f"{path} is absent")
     out = []
     with path.open(encoding="utf-8") as f:

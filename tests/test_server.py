@@ -13,6 +13,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
+import thresher
 from thresher.client import Client, ServerError
 from thresher.server.cli import build_server
 from thresher.server.errors import ERRORS
@@ -275,16 +276,34 @@ def test_queue_bound_in_time_answers_503(compressor):
         assert busy.response.status_code == 200 and queued.response.status_code == 200
 
 
+class GatedScorer:
+    """The real scorer whose calls wait until the test opens the gate: a batch runs for exactly as
+    long as the test needs, with no assumption about the machine's speed."""
+
+    def __init__(self, scorer):
+        self._scorer, self.entered, self.gate = scorer, threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self._scorer, name)
+
+    def score(self, *args, **kwargs):
+        self.entered.set()
+        self.gate.wait(120)
+        return self._scorer.score(*args, **kwargs)
+
+
 def test_timeout_answers_504_and_drops_the_queued_request(compressor):
-    with serve(compressor, max_batch_requests=1, request_timeout_s=0.5) as (base, _):
-        # a blocker several times longer than the timeout, so the queued request surely expires
-        with ThreadPost(f"{base}/v1/compress", blocker(150)) as busy:
-            wait_for(lambda: running(base) == 1)
+    gated = GatedScorer(compressor.scorer)
+    with serve(thresher.Compressor(gated), max_batch_requests=1, request_timeout_s=0.5) as (base, _):
+        # the first request's batch is held at the gate until the queued one has timed out
+        with ThreadPost(f"{base}/v1/compress", {"question": "q", "passages": ["held."]}) as busy:
+            assert gated.entered.wait(60)
             r = httpx.post(f"{base}/v1/compress", json={"question": "q", "passages": ["a."]}, timeout=60)
+            gated.gate.set()
         assert busy.response.status_code == 504 and r.status_code == 504
         assert r.json()["error_type"] == "timeout" and "request_timeout_s" in r.json()["error"]
         wait_for(lambda: metric(base, "thresher_dropped_total", reason="timeout") == 1)
-        assert metric(base, "thresher_batch_requests_count") == 1  # only the blocker was computed
+        assert metric(base, "thresher_batch_requests_count") == 1  # only the held request was computed
 
 
 def test_disconnected_client_is_dropped_before_computing(compressor):

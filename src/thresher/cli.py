@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 # Subcommand modules beyond compress/export/bench, each with register(subparsers).
+# register() must not import torch, fastapi or the like: `thresher --help` builds every parser.
 SUBCOMMAND_MODULES: tuple[str, ...] = ("thresher.chunking.cli", "thresher.server.cli", "thresher.budget.cli",
-                                       "thresher.training.cli", "thresher.batch.cli")
+                                       "thresher.training.cli", "thresher.batch.cli", "thresher.cache_cli")
 
 
 def _read_text(path: str) -> str:
@@ -83,6 +84,8 @@ def _compress(args: argparse.Namespace) -> int:
                         top_k=args.top_k, reorder=args.reorder)
     if args.output == "json":
         print(json.dumps(result.to_dict(), ensure_ascii=False))
+    elif args.output == "context":
+        print("\n\n".join(text for text in result.pruned_passages if text.strip()))
     else:
         _print_readable(result)
     return 0
@@ -104,7 +107,8 @@ def _bench(args: argparse.Namespace) -> int:
         p for p in root.glob("*.py") if not p.name.startswith(("_", "common", "gpu_"))
     )
     if not scripts:
-        raise ValueError(f"no benchmark scripts found in {root}")
+        raise ValueError(f"no benchmark scripts found in {root}: pass --dir, the benchmarks/ folder of a "
+                         "thresher checkout (benchmarks are not installed with the package)")
     for script in scripts:
         if not script.is_file():
             raise ValueError(f"no benchmark {script}")
@@ -119,44 +123,58 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from thresher import __version__
+
     parser = argparse.ArgumentParser(prog="thresher", description="Fast RAG context compression.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log thresher's progress (INFO)")
+    parser.add_argument("--version", action="version", version=f"thresher {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("compress", help="prune passages for a question")
-    p.add_argument("-q", "--question", required=True)
+    p.add_argument("-q", "--question", required=True, help="the question the passages should answer")
     p.add_argument("passages", nargs="?", default="-",
                    help="JSON list, JSONL or text file (blank-line separated); '-' = stdin")
-    p.add_argument("--format", choices=["auto", "json", "jsonl", "text"], default="auto")
+    p.add_argument("--format", choices=["auto", "json", "jsonl", "text"], default="auto",
+                   help="input format (auto: from the file suffix, else from the first character)")
     p.add_argument("-m", "--model", default="default", help="model name, model directory or checkpoint")
-    p.add_argument("--threshold", type=float)
-    p.add_argument("--keep-ratio", type=float)
-    p.add_argument("--top-k", type=int)
-    p.add_argument("--reorder", action="store_true")
-    p.add_argument("-o", "--output", choices=["json", "text"], default="text")
+    p.add_argument("--threshold", type=float, help="keep sentences scoring above this (default: the model's)")
+    p.add_argument("--keep-ratio", type=float, help="keep the best-scoring sentences up to this share of characters")
+    p.add_argument("--top-k", type=int, help="keep only the k passages with the best rerank scores")
+    p.add_argument("--reorder", action="store_true", help="order passages by rerank score")
+    p.add_argument("-o", "--output", choices=["text", "json", "context"], default="text",
+                   help="text: scored sentences for reading; json: the full result; "
+                        "context: only the pruned passages (what to send to the LLM)")
     p.set_defaults(func=_compress)
 
     p = sub.add_parser("export", help="export a checkpoint folder to a thresher model directory")
-    p.add_argument("checkpoint")
-    p.add_argument("out")
+    p.add_argument("checkpoint", help="Hugging Face checkpoint folder (config.json + weights)")
+    p.add_argument("out", help="model directory to write (model.onnx, tokenizer.json, thresher.json)")
     p.add_argument("--precision", choices=["fp32", "int8", "fp16"], default="int8",
                    help="fp16: for GPU execution providers (encoder-pruner only)")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("bench", help="run the benchmark suite (benchmarks/*.py)")
     p.add_argument("names", nargs="*", help="benchmark script names (default: all)")
-    p.add_argument("--dir", default="benchmarks")
+    p.add_argument("--dir", default="benchmarks",
+                   help="the benchmarks/ folder of a thresher checkout (default: ./benchmarks)")
     p.add_argument("--quick", action="store_true", help="small runs")
     p.set_defaults(func=_bench)
 
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    for p in sub.choices.values():  # -v after the subcommand too; SUPPRESS keeps a -v given before it
+        if "-v" not in p._option_string_actions:
+            p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help="log thresher's progress (INFO)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    # -v raises thresher's loggers only: dependencies (transformers, uvicorn, ...) stay at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    if args.verbose:
+        logging.getLogger("thresher").setLevel(logging.INFO)
     try:
         return args.func(args)
     except (ValueError, TypeError, OSError, ImportError) as e:

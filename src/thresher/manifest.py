@@ -3,12 +3,17 @@
 A model directory holds thresher.json, model.onnx and tokenizer.json. Every file listed under
 "files" is verified against its sha256 when the directory is loaded, so a truncated copy or a
 swapped file is refused instead of giving wrong scores.
+
+Scores move with the onnxruntime version (kernels and int8 paths change between releases), so the
+manifest records the version a model's threshold was chosen with; loading it under another
+minor version logs a warning once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -21,6 +26,41 @@ from thresher.manifest_schema import FORMAT_VERSION, KINDS, check_fields, confin
 
 MANIFEST = "thresher.json"
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few KB; a larger one is not read into memory
+# The onnxruntime releases the shipped thresholds and README figures were checked on; the same range
+# as pyproject's core dependency (a test keeps the two equal). Below 1.24 the opset-23 graphs do not load.
+ORT_SUPPORTED = ">=1.24,<1.33"
+
+log = logging.getLogger(__name__)
+_warned: set[tuple[str, str]] = set()
+
+
+def onnxruntime_version() -> str:
+    """The installed onnxruntime's version, read from its metadata (importing it costs ~0.1 s)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return "absent"
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def warn_if_runtime_differs(manifest: dict[str, Any], where: str | Path) -> None:
+    """Log once per (model, version pair) when this onnxruntime's minor differs from the one the
+    model's threshold was chosen with: keep decisions near the threshold may flip."""
+    recorded = (manifest.get("onnxruntime") or {}).get("version")
+    current = onnxruntime_version()
+    if not recorded or _minor(recorded) == _minor(current) or (str(where), current) in _warned:
+        return
+    _warned.add((str(where), current))
+    log.warning("%s was calibrated on onnxruntime %s (supported %s); this is onnxruntime %s, so its scores "
+                "may shift slightly and sentences near the threshold may flip", where, recorded,
+                manifest["onnxruntime"].get("supported", ORT_SUPPORTED), current)
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -28,6 +68,16 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     with open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
+    return h.hexdigest()
+
+
+def content_digest(folder: str | Path) -> str:
+    """sha256 over every file's relative path and content: the same checkpoint copied elsewhere has
+    the same digest, a changed config or weight file a new one (sizes and mtimes play no part)."""
+    folder = Path(folder)
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + sha256_file(path).encode())
     return h.hexdigest()
 
 
@@ -63,6 +113,7 @@ def atomic_directory(final: Path) -> Iterator[Path]:
 def write_manifest(model_dir: Path, manifest: dict[str, Any]) -> None:
     """Hash every file named in manifest['files'] and write thresher.json atomically."""
     manifest = dict(manifest, format=FORMAT_VERSION)
+    manifest.setdefault("onnxruntime", {"version": onnxruntime_version(), "supported": ORT_SUPPORTED})
     manifest["files"] = {name: sha256_file(model_dir / name) for name in manifest["files"]}
     write_atomic(model_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True).encode())
 
@@ -89,4 +140,5 @@ def read_manifest(model_dir: str | Path, verify: bool = True) -> dict[str, Any]:
             raise ValueError(f"{model_dir} lacks {name}, which {MANIFEST} lists")
         if verify and sha256_file(f) != digest:
             raise ValueError(f"{f} does not match the sha256 in {MANIFEST}; re-export the model")
+    warn_if_runtime_differs(manifest, model_dir)
     return manifest

@@ -5,8 +5,19 @@ Parts: `corpus` (passages + gradable questions from the data), `retriever` (BM25
 with a calibrated temperature), `load` (the load-aware cap), `api` (retrieve + compress).
 """
 
-from thresher.budget.api import BudgetedCompressor, BudgetedResult
-from thresher.budget.load import LoadAwarePolicy
-from thresher.budget.policy import BudgetPolicy
+from typing import TYPE_CHECKING
+
+from thresher._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from thresher.budget.api import BudgetedCompressor, BudgetedResult
+    from thresher.budget.load import LoadAwarePolicy
+    from thresher.budget.policy import BudgetPolicy
+
+# Loaded on first use (they import numpy): `thresher --help` builds the budget parser without them.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "BudgetedCompressor": "thresher.budget.api", "BudgetedResult": "thresher.budget.api",
+    "LoadAwarePolicy": "thresher.budget.load", "BudgetPolicy": "thresher.budget.policy",
+})
 
 __all__ = ["BudgetPolicy", "BudgetedCompressor", "BudgetedResult", "LoadAwarePolicy"]

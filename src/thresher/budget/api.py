@@ -1,7 +1,7 @@
 """Retrieve-and-compress with a per-question budget: the call a RAG application makes.
 
     from thresher.budget import BudgetedCompressor
-    bc = BudgetedCompressor.load()                  # default model, corpus from ../shared/data
+    bc = BudgetedCompressor.load("../shared/data")  # default model, corpus from that folder
     out = bc.compress("Who wrote Hamlet?")          # SAGE picks k, then retrieve k and compress
     out.k, out.result.pruned_passages
 """
@@ -16,6 +16,7 @@ import numpy as np
 
 from thresher.budget.features import PROBE_DEPTH, probe_features
 from thresher.budget.policy import BudgetPolicy
+from thresher.datadir import data_dir as data_dir_or_env
 
 
 @dataclass(frozen=True)
@@ -38,14 +39,14 @@ class BudgetedCompressor:
     @classmethod
     def load(cls, data_dir: str | Path | None = None, model: str = "minilm-cosine",
              policy: str | Path | None = None) -> BudgetedCompressor:
-        """Default model, the corpus from `data_dir` (default ../shared/data next to the
-        checkout), its cached hybrid index, and the policy folder (default: the shipped one)."""
+        """Default model, the corpus from `data_dir` (default: $THRESHER_DATA), its cached hybrid
+        index, and the policy folder (default: the shipped one)."""
         import thresher
         from thresher.budget.corpus import build
         from thresher.budget.retriever import HybridRetriever
 
         compressor = thresher.Compressor.load(model)
-        passages, _ = build(default_data_dir() if data_dir is None else data_dir)
+        passages, _ = build(data_dir_or_env(data_dir, "BudgetedCompressor.load(data_dir=...)"))
         return cls(compressor, HybridRetriever.build(passages, compressor), BudgetPolicy.load(policy))
 
     def compress(self, question: str, *, k: int | None = None, **options) -> BudgetedResult:
@@ -67,8 +68,3 @@ class BudgetedCompressor:
         timings = {"probe": (t1 - t0) * 1e3, "policy": (t2 - t1) * 1e3, "compress": (t3 - t2) * 1e3,
                    "total": (t3 - t0) * 1e3}
         return BudgetedResult(k, tuple(p.pid for p in top), feats, result, timings)
-
-
-def default_data_dir() -> Path:
-    """../shared/data beside the source checkout (the layout of this project's machines)."""
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data"

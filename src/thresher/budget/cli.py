@@ -7,9 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-from thresher.budget.oracle import K
-from thresher.budget.policy import CONFIGS
-
 DEFAULT_PER_SOURCE = 270  # the shipped policy's sweep (benchmarks/RESULTS.md, "SAGE retrieval budget")
 DEFAULT_SLO_MS = 80.0  # ~p50 of k=10 on a quiet 2-core CPU (benchmarks/RESULTS.md); retrain per machine
 
@@ -20,12 +17,12 @@ def _say(text: str) -> None:
 
 def _setup(args):
     import thresher
-    from thresher.budget.api import default_data_dir
     from thresher.budget.corpus import build
     from thresher.budget.retriever import HybridRetriever
+    from thresher.datadir import data_dir
 
     compressor = thresher.Compressor.load(args.model)
-    passages, questions = build(args.data or default_data_dir())
+    passages, questions = build(data_dir(args.data, "thresher budget --data"))
     return compressor, HybridRetriever.build(passages, compressor), questions
 
 
@@ -39,8 +36,9 @@ def _sweep_cache(args) -> Path:
 
 def _rows(args):
     from thresher.budget.corpus import select_questions
-    from thresher.budget.oracle import sweep, sweep_setup
+    from thresher.budget.oracle import K, sweep, sweep_setup
 
+    args.ks = args.ks or K  # _eval reads it afterwards
     compressor, retriever, questions = _setup(args)
     chosen = select_questions(questions, args.per_source)
     return sweep(chosen, retriever, compressor, cache=_sweep_cache(args), ks=args.ks,
@@ -117,22 +115,22 @@ def register(subparsers) -> None:
     sub = parser.add_subparsers(dest="budget_command", required=True)
 
     def common(p):
-        p.add_argument("--data", help="data folder (default: ../shared/data beside the checkout)")
+        p.add_argument("--data", help="data folder holding <set>/dev.jsonl (default: $THRESHER_DATA)")
         p.add_argument("-m", "--model", default="minilm-cosine", help="embed-sim model for retrieval and compression")
 
     def sweep_args(p):
         p.add_argument("--per-source", type=int, default=DEFAULT_PER_SOURCE,
                        help="questions per source (HotpotQA, NQ, SQuAD) in the oracle sweep")
         p.add_argument("--sweep-cache", help="JSONL of sweep rows (default: $THRESHER_HOME/budget/sweep.jsonl)")
-        p.add_argument("--ks", type=_ks, default=K, help="budgets to sweep, comma-separated (default: "
-                       + ",".join(map(str, K)) + ")")
+        p.add_argument("--ks", type=_ks, help="budgets to sweep, comma-separated (default: the oracle's grid, "
+                       "thresher.budget.oracle.K; imported when needed, it brings numpy)")
 
     p = sub.add_parser("train", help="oracle sweep (cached) + RandomForest + temperature -> policy folder")
     common(p)
     sweep_args(p)
     p.add_argument("--slo-ms", type=float, default=DEFAULT_SLO_MS, help="end-to-end latency target")
     p.add_argument("--out", required=True, help="policy folder to write (policy.onnx + policy.json)")
-    p.add_argument("--config", choices=tuple(CONFIGS), default="thresher",
+    p.add_argument("--config", choices=("thresher", "paper"), default="thresher",
                    help="thresher: 64 trees x depth 6, quantile decision, smallest-k fallback (default); "
                         "paper: SAGE's 100 x 10, argmax, least-violating fallback")
     p.set_defaults(func=_train)
@@ -142,14 +140,15 @@ def register(subparsers) -> None:
     sweep_args(p)
     p.add_argument("--policy", help="policy folder (default: the shipped one)")
     p.add_argument("--slo-ms", type=float, help="latency target (default: the policy's)")
-    p.add_argument("--config", choices=tuple(CONFIGS), default="thresher",
+    p.add_argument("--config", choices=("thresher", "paper"), default="thresher",
                    help="paper: also train SAGE's paper configuration on the sweep and report it beside the policy")
     p.set_defaults(func=_eval)
 
     p = sub.add_parser("compress", help="retrieve with a per-question budget, then compress")
     common(p)
-    p.add_argument("-q", "--question", required=True)
+    p.add_argument("-q", "--question", required=True, help="the question to retrieve and compress for")
     p.add_argument("--k", type=int, help="fixed budget instead of the policy's choice")
     p.add_argument("--policy", help="policy folder (default: the shipped one)")
-    p.add_argument("-o", "--output", choices=["json", "text"], default="text")
+    p.add_argument("-o", "--output", choices=["json", "text"], default="text",
+                   help="text: k, timings and the kept passages; json: the full result")
     p.set_defaults(func=_compress)

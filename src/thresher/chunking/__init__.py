@@ -10,7 +10,15 @@ a hit's text is `text[slice(*chunk.returned_span)]` (the sentence window for "se
 
 from __future__ import annotations
 
-from thresher.chunking.base import Chunk, Chunker
+from typing import TYPE_CHECKING
+
+from thresher._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from thresher.chunking.base import Chunk, Chunker
+
+# Chunk and Chunker import numpy: loaded on first use, so `thresher --help` can read METHODS cheaply.
+__getattr__, __dir__ = lazy_exports(__name__, {"Chunk": "thresher.chunking.base", "Chunker": "thresher.chunking.base"})
 
 METHODS = ("lgmgc", "logits-guided", "fixed-words", "fixed-tokens", "recursive", "semantic",
            "sentences", "mg-sentences", "sentence-window")

@@ -43,5 +43,6 @@ def register(subparsers) -> None:
     p.add_argument("--size", type=int, default=200, help="chunk size theta in words (tokens for fixed-tokens)")
     p.add_argument("-m", "--model", default="smollm2-eos",
                    help="causal-eos model for lgmgc/logits-guided: name, model directory or causal LM checkpoint")
-    p.add_argument("-o", "--output", choices=["jsonl", "text"], default="jsonl")
+    p.add_argument("-o", "--output", choices=["jsonl", "text"], default="jsonl",
+                   help="jsonl: one chunk object per line; text: the top-level chunks with their spans")
     p.set_defaults(func=_chunk)

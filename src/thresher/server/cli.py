@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import sys
 
 from thresher.server.settings import Settings, add_arguments, from_args
-
-log = logging.getLogger("thresher.server")
 
 
 def build_server(settings: Settings, compressor=None, log_level: str = "warning"):
@@ -18,18 +16,24 @@ def build_server(settings: Settings, compressor=None, log_level: str = "warning"
 
     from thresher.server.app import create_app
 
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets=sockets)
+            # The bound address, once listening: with --port 0 this is the port the OS picked.
+            for sock in (s for server in self.servers for s in server.sockets):
+                host, port = sock.getsockname()[:2]
+                sys.stdout.write(f"thresher serving {settings.model} on http://{host}:{port}\n")
+                sys.stdout.flush()
+
     app = create_app(settings, compressor)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level,
                             timeout_graceful_shutdown=settings.drain_timeout_s, access_log=False,
                             lifespan="on", limit_concurrency=settings.max_connections)
-    return uvicorn.Server(config)
+    return Server(config)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    settings = from_args(args)
-    server = build_server(settings, log_level="info" if args.verbose else "warning")
-    log.warning("thresher serving %s on http://%s:%s", settings.model, settings.host, settings.port)
-    server.run()
+    build_server(from_args(args)).run()
     return 0
 
 

@@ -1,4 +1,4 @@
-"""`thresher train`: train the MiniLM pruner from ../shared/data and export it."""
+"""`thresher train`: train the MiniLM pruner from a data folder (--data-dir or $THRESHER_DATA) and export it."""
 
 from __future__ import annotations
 
@@ -19,20 +19,21 @@ def _caps(values: list[str]) -> dict[str, int]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from thresher.training.config import TrainConfig
     from thresher.training.data import SOURCES
-    from thresher.training.train import TrainConfig
 
     d = TrainConfig(data_dir="")
-    p = sub.add_parser("train", help="train the MiniLM pruner (Provence heads, LoRA) from ../shared/data",
+    p = sub.add_parser("train", help="train the MiniLM pruner (Provence heads, LoRA) from a data folder",
                        description=__doc__)
-    p.add_argument("--data-dir", default="../shared/data", help="folder holding <set>/dev.jsonl")
+    p.add_argument("--data-dir", help="folder holding <set>/dev.jsonl (default: $THRESHER_DATA; in the "
+                                      "project's checkout: ../shared/data)")
     p.add_argument("--out", required=True, help="run folder: delta.safetensors + train.json are written here")
-    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training examples")
     p.add_argument("--rank", type=int, default=d.rank, help="LoRA rank")
-    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (AdamW, linear warm-up)")
     p.add_argument("--batch-tokens", type=int, default=d.batch_tokens, help="padded tokens per step")
     p.add_argument("--rank-weight", type=float, default=d.rank_weight, help="weight of the ranking loss")
-    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--seed", type=int, default=d.seed, help="seed for initialisation and shuffling")
     p.add_argument("--max-questions", nargs="*", default=[], metavar="SOURCE=N",
                    help=f"cap questions per source ({', '.join(SOURCES)})")
     p.add_argument("--export", metavar="DIR", help="also export the trained model (int8) into DIR")
@@ -41,11 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args) -> int:
+    from thresher.datadir import data_dir
     from thresher.training.train import TrainConfig, train
 
-    if not Path(args.data_dir).is_dir():
-        raise ValueError(f"--data-dir {args.data_dir} is not a folder")
-    config = TrainConfig(data_dir=args.data_dir, epochs=args.epochs, rank=args.rank, lr=args.lr,
+    config = TrainConfig(data_dir=str(data_dir(args.data_dir, "thresher train --data-dir")), epochs=args.epochs, rank=args.rank, lr=args.lr,
                          batch_tokens=args.batch_tokens, rank_weight=args.rank_weight, seed=args.seed,
                          max_questions=_caps(args.max_questions))
     record = train(config, args.out, progress=lambda m: sys.stderr.write(m + "\n"))

@@ -16,7 +16,7 @@ import json
 import logging
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,34 +26,10 @@ from thresher.engine.tokenize import encode_flat, load_tokenizer
 from thresher.export.bert_pruner import minilm_pruner
 from thresher.export.lora import add_adapters, delta_state, save_delta
 from thresher.scorers.encoder_pruner import normalize_question, sentence_scores
+from thresher.training.config import SELECTION_REMOVED, SELECTION_SOURCE, TrainConfig  # noqa: F401 (re-exported)
 from thresher.training.data import Example, load_examples
 
 log = logging.getLogger(__name__)
-
-# Questions per source (None = all); every source fits a full run in well under an hour here.
-DEFAULT_CAPS: dict[str, int] = {}
-# Multi-hop examples (the target task: supporting sentences among distractor paragraphs) are
-# seen this many times per epoch; the rest once.
-REPEATS = {"hotpotqa_distractor": 2, "2wikimultihopqa": 2}
-SELECTION_SOURCE = "hotpotqa_distractor"
-SELECTION_REMOVED = 0.60
-
-
-@dataclass
-class TrainConfig:
-    data_dir: str
-    epochs: int = 2
-    rank: int = 32
-    alpha: float = 32.0
-    lr: float = 5e-4
-    warmup: float = 0.05
-    batch_tokens: int = 4096
-    max_length: int = 256
-    rank_weight: float = 0.5
-    seed: int = 0
-    max_questions: dict = field(default_factory=lambda: dict(DEFAULT_CAPS))
-    repeats: dict = field(default_factory=lambda: dict(REPEATS))
-
 
 @dataclass
 class Encoded:
