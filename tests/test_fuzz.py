@@ -3,6 +3,7 @@ seeded replay that `make asan` uses. `make fuzz` runs the same targets for longe
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ RUN = Path(__file__).resolve().parents[1] / "fuzz" / "run.py"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(RUN), *args], capture_output=True, text=True, timeout=300)
+    # libFuzzer writes crash/oom artifacts into the working directory: never the checkout
+    return subprocess.run([sys.executable, str(RUN), *args], capture_output=True, text=True, timeout=300,
+                          cwd=tempfile.gettempdir())
 
 
 @pytest.mark.parametrize("target, runs", [("segmenters", 1_500), ("validator", 4_000), ("packers", 4_000)])

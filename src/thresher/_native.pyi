@@ -31,3 +31,15 @@ def pack_tree(
     pad_id: int = 0,
 ) -> dict[str, np.ndarray]:
     """Prefix-shared tree packing: one prefix per row followed by its branches."""
+
+def pack_forest(
+    prefix_ids: npt.ArrayLike,
+    prefix_cu: npt.ArrayLike,
+    branch_ids: npt.ArrayLike,
+    branch_cu: npt.ArrayLike,
+    branch_group: npt.ArrayLike,
+    row_budget: int,
+    pad_id: int,
+    tree_stride: int,
+) -> dict[str, np.ndarray]:
+    """Prefix-shared trees several to a row (block-diagonal): branch id = slot * tree_stride + k."""
