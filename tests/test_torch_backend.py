@@ -35,7 +35,6 @@ def _tiny_causal_lm(kind: str):
 @pytest.mark.parametrize("kind", ["llama", "gemma", "gemma2"])
 def test_torch_backend_tree_matches_one_prompt_per_sentence(kind):
     from thresher._native import pack_tree
-
     from thresher.engine.torch_backend import CausalYesNoTorch
 
     model = _tiny_causal_lm(kind)
@@ -124,7 +123,6 @@ def test_torch_backend_agrees_with_exported_yesno_head():
     """CausalYesNoTorch (fused kernel) and export.yesno.YesNoHead (the ONNX graph's module) give the
     same logits on the same tree rows."""
     from thresher._native import pack_tree
-
     from thresher.engine.torch_backend import CausalYesNoTorch
     from thresher.export.yesno import YesNoHead
 
