@@ -18,8 +18,14 @@ from .conftest import load_jsonl
 from .test_server import ThreadPost, blocker, engine, metric, running, serve, strip, wait_for
 
 
-def test_full_queue_answers_503_with_retry_after(compressor):
-    with serve(compressor, max_batch_requests=1, max_queued_requests=1) as (base, _), httpx.Client(timeout=60) as c:
+@pytest.fixture(scope="module")
+def url(default_compressor):
+    with serve(default_compressor, max_wait_ms=20, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
+        yield base
+
+
+def test_full_queue_answers_503_with_retry_after(default_compressor):
+    with serve(default_compressor, max_batch_requests=1, max_queued_requests=1) as (base, _), httpx.Client(timeout=60) as c:
         with ThreadPost(f"{base}/v1/compress", blocker()) as busy:
             wait_for(lambda: running(base) == 1)
             with ThreadPost(f"{base}/v1/compress", {"question": "q", "passages": ["a."]}) as queued:
@@ -33,9 +39,9 @@ def test_full_queue_answers_503_with_retry_after(compressor):
         assert busy.response.status_code == 200 and queued.response.status_code == 200
 
 
-def test_queue_bound_in_time_answers_503(compressor):
+def test_queue_bound_in_time_answers_503(default_compressor):
     """Admission also stops when the queued work would take longer than max_queue_wait_s."""
-    with serve(compressor, max_batch_requests=1, max_queue_wait_s=0.05) as (base, _):
+    with serve(default_compressor, max_batch_requests=1, max_queue_wait_s=0.05) as (base, _):
         assert httpx.post(f"{base}/v1/compress", json=blocker(3), timeout=60).status_code == 200  # sets the pace
         with ThreadPost(f"{base}/v1/compress", blocker()) as busy:
             wait_for(lambda: running(base) == 2)
@@ -63,8 +69,8 @@ class GatedScorer:
         return self._scorer.score(*args, **kwargs)
 
 
-def test_timeout_answers_504_and_drops_the_queued_request(compressor):
-    gated = GatedScorer(compressor.scorer)
+def test_timeout_answers_504_and_drops_the_queued_request(default_compressor):
+    gated = GatedScorer(default_compressor.scorer)
     with serve(thresher.Compressor(gated), max_batch_requests=1, request_timeout_s=0.5) as (base, _):
         # the first request's batch is held at the gate until the queued one has timed out
         with ThreadPost(f"{base}/v1/compress", {"question": "q", "passages": ["held."]}) as busy:
@@ -77,8 +83,8 @@ def test_timeout_answers_504_and_drops_the_queued_request(compressor):
         assert metric(base, "thresher_batch_requests_count") == 1  # only the held request was computed
 
 
-def test_disconnected_client_is_dropped_before_computing(compressor):
-    with serve(compressor, max_batch_requests=1) as (base, _):
+def test_disconnected_client_is_dropped_before_computing(default_compressor):
+    with serve(default_compressor, max_batch_requests=1) as (base, _):
         host, port = base.removeprefix("http://").split(":")
         with ThreadPost(f"{base}/v1/compress", blocker()) as busy:
             wait_for(lambda: running(base) == 1)
@@ -107,10 +113,10 @@ def mixed_requests(n: int = 32) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def mixed(compressor):
+def mixed(default_compressor):
     """32 mixed requests and their one-at-a-time engine results."""
     items = mixed_requests()
-    return items, [engine(compressor, [item])[0] for item in items]
+    return items, [engine(default_compressor, [item])[0] for item in items]
 
 
 async def post_all(base: str, items: list[dict]) -> list[httpx.Response]:
@@ -132,17 +138,17 @@ def test_concurrent_requests_match_one_at_a_time_exactly(url, mixed):
     assert [strip(r.json()) for r in responses] == alone
 
 
-def test_concurrent_requests_without_batching_match_one_at_a_time_exactly(compressor, mixed):
+def test_concurrent_requests_without_batching_match_one_at_a_time_exactly(default_compressor, mixed):
     items, alone = mixed
-    with serve(compressor, max_batch_requests=1, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
+    with serve(default_compressor, max_batch_requests=1, max_queue_wait_s=100, request_timeout_s=120) as (base, _):
         responses = asyncio.run(post_all(base, items))
     assert all(r.status_code == 200 and r.headers["x-batch-size"] == "1" for r in responses)
     assert [strip(r.json()) for r in responses] == alone
 
 
-def test_shutdown_drains_in_flight_requests(compressor):
+def test_shutdown_drains_in_flight_requests(default_compressor):
     items = [{"question": f"Question {i} about the town?", "passages": blocker(3)["passages"]} for i in range(5)]
-    with serve(compressor, max_batch_requests=2) as (base, server):
+    with serve(default_compressor, max_batch_requests=2) as (base, server):
         posts = [ThreadPost(f"{base}/v1/compress", blocker()).__enter__()]
         wait_for(lambda: running(base) == 1)
         posts += [ThreadPost(f"{base}/v1/compress", item).__enter__() for item in items]
