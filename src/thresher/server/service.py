@@ -125,7 +125,8 @@ class Service:
         if self.batcher is None or not self.batcher.running:
             raise ServiceError("unhealthy", "the batcher is not running")
         async with self._probe_lock:
-            if self._answered_s() is None or self._answered_s() > self.settings.health_interval_s:
+            age = self._answered_s()
+            if age is None or age > self.settings.health_interval_s:
                 loop = asyncio.get_running_loop()
                 try:
                     await loop.run_in_executor(None, self.compressor.compress, "health probe",
