@@ -1,28 +1,25 @@
-"""Quality of a pruning model on hotpotqa_distractor: gold-sentence recall vs compression.
+"""Quality in every retrieval setting at one operating point: single-passage and multi-passage sets.
 
-Every dev question is compressed once with its ~10 paragraphs; the sentence scores are then
-swept offline over thresholds (threshold mode) and keep ratios (budget mode), applying the
-engine's own selection and pruned-text assembly, so each point is exactly what
-`compress(threshold=t)` / `compress(keep_ratio=r)` would return.
+On the validation fold of every dev set (the questions the shipped pruner never trained on) the
+model compresses each question once; the figures are then computed offline from the returned
+sentence and rerank scores with the engine's own selection rules (common_sets.judge):
 
-Gold supporting sentences are HotpotQA's own sentence list, while thresher segments the joined
-paragraph itself, so a gold sentence is mapped to its character span in the joined text and
-counts as recalled when the kept sentences cover at least COVER (50%) of its non-space
-characters. Removed = the engine's compression rate (1 - pruned chars / passage chars), averaged
-over questions. Reported: recall (micro over gold sentences), the share of questions with every
-gold sentence recalled, and removal; plus two position baselines (first k sentences of each
-paragraph). The default threshold is chosen as the largest threshold on the grid whose
-recall is >= TARGET_RECALL (i.e. the most removal at that recall).
+- gold-sentence recall (HotpotQA distractor and fullwiki, 2WikiMultihopQA, ClapNQ), or the
+  share of answerable questions whose pruned text still holds an answer string (SQuAD v1.1 and
+  v2, NQ-open oracle);
+- removed: mean fraction of characters removed per answerable question;
+- emptied: share of unanswerable questions (SQuAD v2, ClapNQ) that come back empty;
+- against the issue-#22 targets (TARGETS / EMPTIED below), at the model's default threshold and
+  passage cut;
+- the curves (quality vs removed) per set for the model (threshold swept, its passage cut kept),
+  the compared models (threshold swept) and BM25 sentence selection (keep ratio swept), and each
+  method's quality at equal removal.
 
-`--fold validation` evaluates on the validation fold of the trained pruner's split
-(thresher.training.data.fold_of; the fold it never trained on) and adds: other models on the same
-questions (`--compare`), BM25 sentence selection, recall of every method at the main model's
-removal, the ranking head's MRR of gold paragraphs, ClapNQ precision/recall against the human
-sentences and SQuAD v2's unanswerable questions pruned to nothing.
+`--choose` searches the (threshold, passage_threshold) grid for the single operating point that
+meets the most targets (ties: the most total slack), i.e. how the shipped default was chosen.
 
-    .venv/bin/python benchmarks/quality.py [--limit N] [--quick]
-    .venv/bin/python benchmarks/quality.py --model minilm-pruner --fold validation \
-        --target-recall 0.90 --target-removed 0.60 --compare default
+    .venv/bin/python benchmarks/quality.py [--model default] [--compare minilm-cosine] [--quick]
+    .venv/bin/python benchmarks/quality.py --choose
 """
 
 from __future__ import annotations
@@ -35,103 +32,102 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import command, load_records, md_table, write_results  # noqa: E402
-from common_quality import (  # noqa: E402
-    COVER,
-    PassageEval,
-    by_ratio,
-    by_threshold,
-    clapnq_quality,
-    evaluate,
-    in_fold,
-    lead,
-    passage_eval,
-    score_records,
-    squad_v2_quality,
-)
+from common import command, md_table, write_results  # noqa: E402
+from common_sets import SETS, SHORT, Scored, judge, load_set, quality_of, score  # noqa: E402
 
-MULTIHOP_SETS = ("hotpotqa_distractor", "2wikimultihopqa")  # HotpotQA's record layout
-TARGET_RECALL = 0.85
-TARGET_REMOVED = 0.50
-# A 0.01 grid, plus a geometric one below 0.1 where a trained pruner's keep probabilities sit
-# (most sentences of a 10-paragraph HotpotQA question are irrelevant, so most score < 0.05); 2.3%
-# steps there, because one gold sentence is 0.8 points of recall on the 51 validation questions.
-THRESHOLDS = np.unique(np.concatenate([np.round(np.arange(-0.10, 0.801, 0.01), 2),
-                                       np.round(np.geomspace(0.001, 0.1, 201), 5)])) + 0.0  # no "-0.00"
-KEEP_RATIOS = np.round(np.arange(0.10, 0.951, 0.05), 2)
-SHOWN_THRESHOLDS = np.round(np.concatenate([[0.002, 0.005, 0.01, 0.02, 0.0316], np.arange(0.0, 0.701, 0.05)]), 4)
+# (quality, removed) to reach per set, and the share of unanswerable questions to empty.
+TARGETS = {"hotpotqa_distractor": (0.90, 0.60), "2wikimultihopqa": (0.90, 0.50), "clapnq": (0.90, 0.40),
+           "squad_v1.1_dev": (0.95, 0.50), "squad_v2.0_dev": (0.95, 0.50), "nq_open_oracle": (0.95, 0.50)}
+EMPTIED = {"squad_v2.0_dev": 0.50, "clapnq": 0.50}
+THRESHOLDS = np.unique(np.round(np.concatenate([np.geomspace(0.002, 0.2, 41), np.arange(0.2, 0.96, 0.025)]), 4))
+COSINE_THRESHOLDS = np.round(np.arange(-0.2, 0.81, 0.025), 3)
+KEEP_RATIOS = np.round(np.arange(0.05, 0.96, 0.05), 2)
+PASSAGE_THRESHOLDS = (None, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
+AT_REMOVED = (0.4, 0.5, 0.6, 0.7)
 
 
-def choose_threshold(curve: list[dict], target: float = TARGET_RECALL) -> dict | None:
-    ok = [c for c in curve if c["recall"] >= target]
-    return max(ok, key=lambda c: (c["removed"], c["threshold"])) if ok else None
+def by_threshold(t: float, cut: float | None):
+    """The engine's threshold mode plus its passage cut (pipeline.select)."""
+    def keep(passages: list[Scored]):
+        return [(p.scores >= t) & (cut is None or (p.rerank is not None and p.rerank >= cut)) for p in passages]
+    return keep
 
 
-def ascii_plot(points: dict[str, list[tuple[float, float]]], width: int = 60, height: int = 18) -> str:
-    """Recall (y) vs removed (x), both 0..1; one marker per series."""
-    grid = [[" "] * (width + 1) for _ in range(height + 1)]
-    markers = {}
-    for (name, pts), mark in zip(points.items(), "o+x*#"):
-        markers[name] = mark
-        for x, y in pts:
-            grid[height - round(y * height)][round(x * width)] = mark
-    rows = [f"{1 - i / height:4.2f} |" + "".join(r) for i, r in enumerate(grid)]
-    axis = "     +" + "-" * (width + 1)
-    ticks = "      0" + " " * (width // 2 - 3) + "0.5" + " " * (width // 2 - 3) + "1.0"
-    legend = "      x: fraction of characters removed; y: gold-sentence recall; " + ", ".join(
-        f"{m} = {n}" for n, m in markers.items())
-    return "\n".join([*rows, axis, ticks, legend])
+def by_ratio(ratio: float):
+    from thresher.engine.reduce import keep_by_ratio
+
+    def keep(passages: list[Scored]):
+        counts = [p.scores.shape[0] for p in passages]
+        if not sum(counts):
+            return [np.zeros(0, bool) for _ in passages]
+        flat = np.concatenate([p.scores for p in passages])
+        lengths = np.concatenate([p.spans[:, 1] - p.spans[:, 0] for p in passages])
+        return np.split(keep_by_ratio(flat, lengths, ratio), np.cumsum(counts)[:-1])
+    return keep
 
 
-def curves(data: list[list[PassageEval]], target_recall: float) -> dict:
-    thresholds = [{"threshold": float(t), **evaluate(data, by_threshold(float(t)))} for t in THRESHOLDS]
-    ratios = [{"keep_ratio": float(r), **evaluate(data, by_ratio(float(r)))} for r in KEEP_RATIOS]
-    ratio_ok = [r for r in ratios if r["recall"] >= target_recall]
-    return {"threshold_curve": thresholds, "keep_ratio_curve": ratios,
-            "chosen": choose_threshold(thresholds, target_recall),
-            "best_keep_ratio_at_target": max(ratio_ok, key=lambda r: r["removed"]) if ratio_ok else None}
-
-
-def recall_at(curve: list[dict], removed: float) -> float:
-    """Recall of a curve linearly interpolated at a given removal."""
-    pts = sorted((c["removed"], c["recall"]) for c in curve)
-    return float(np.interp(removed, [x for x, _ in pts], [y for _, y in pts]))
-
-
-def bm25_data(records: list[dict], data: list[list[PassageEval]]) -> list[list[PassageEval]]:
-    """The same sentences scored by BM25 against the question (an index per question's sentences)."""
+def bm25(questions, scored: list[list[Scored]]) -> list[list[Scored]]:
+    """The same sentences scored by BM25 against the question (one index per question)."""
     import bm25s
 
     out = []
-    for rec, passages in zip(records, data):
+    for q, passages in zip(questions, scored):
         texts = [p.text[a:b] for p in passages for a, b in p.spans.tolist()]
         tok = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
         index = bm25s.BM25()
         index.index(tok, show_progress=False)
-        q = bm25s.tokenize([rec["question"]], stopwords="en", return_ids=False, show_progress=False)[0]
-        flat = index.get_scores(q).astype(np.float32) if q else np.zeros(len(texts), np.float32)
+        qt = bm25s.tokenize([q.question], stopwords="en", return_ids=False, show_progress=False)[0]
+        flat = index.get_scores(qt).astype(np.float64) if qt else np.zeros(len(texts))
         parts = np.split(flat, np.cumsum([p.spans.shape[0] for p in passages])[:-1])
-        out.append([passage_eval(p.text, p.spans, s, p.gold) for p, s in zip(passages, parts)])
+        out.append([Scored(p.text, p.spans, s, None, p.cum_nonspace) for p, s in zip(passages, parts)])
     return out
 
 
-def rerank_quality(data: list[list[PassageEval]]) -> dict:
-    """MRR of the first gold paragraph and the share of questions with both gold paragraphs in
-    the top 2, ranking by rerank score (or the best sentence score where a model has none)."""
-    rr, both, source = [], [], "rerank score"
-    for passages in data:
-        if passages[0].rerank is None:
-            source = "best sentence score (no rerank head)"
-        key = np.array([p.rerank if p.rerank is not None else (p.scores.max() if p.scores.size else -np.inf)
-                        for p in passages])
-        gold = np.array([p.gold.shape[0] > 0 for p in passages])
-        if not gold.any():
-            continue
-        order = np.argsort(-key, kind="stable")
-        rr.append(1.0 / (1 + int(np.argmax(gold[order]))))
-        both.append(bool(gold[order][:2].all()) if gold.sum() >= 2 else bool(gold[order][0]))
-    return {"mrr": float(np.mean(rr)), "both_gold_in_top2": float(np.mean(both)), "ranked_by": source,
-            "questions": len(rr)}
+def curve(questions, scored, rules) -> list[dict]:
+    return [{"param": param, **judge(questions, scored, rule)} for param, rule in rules]
+
+
+def at_removed(points: list[dict], removed: float) -> float | None:
+    """Quality of a curve interpolated at a removal; None outside the curve's range."""
+    pts = sorted((c["removed"], quality_of(c)) for c in points)
+    xs = [x for x, _ in pts]
+    if not xs or removed < xs[0] - 1e-9 or removed > xs[-1] + 1e-9:
+        return None
+    return float(np.interp(removed, xs, [y for _, y in pts]))
+
+
+def verdict(name: str, figures: dict) -> dict:
+    """Which targets a set's figures meet."""
+    out = {}
+    if name in TARGETS:
+        q, r = TARGETS[name]
+        out["quality"] = quality_of(figures) >= q
+        out["removed"] = figures["removed"] >= r
+    if name in EMPTIED:
+        out["emptied"] = figures.get("emptied", 0.0) >= EMPTIED[name]
+    return out
+
+
+def slack(name: str, figures: dict) -> float:
+    s = 0.0
+    if name in TARGETS:
+        q, r = TARGETS[name]
+        s += min(quality_of(figures) - q, 0.0) * 4 + min(figures["removed"] - r, 0.0)
+    if name in EMPTIED:
+        s += min(figures.get("emptied", 0.0) - EMPTIED[name], 0.0)
+    return s
+
+
+def choose(data: dict) -> list[dict]:
+    """Every (threshold, passage_threshold) with the targets it meets, best first."""
+    rows = []
+    for cut in PASSAGE_THRESHOLDS:
+        for t in THRESHOLDS:
+            figs = {name: judge(qs, sc, by_threshold(float(t), cut)) for name, (qs, sc) in data.items()}
+            met = sum(sum(verdict(n, f).values()) for n, f in figs.items())
+            rows.append({"threshold": float(t), "passage_threshold": cut, "targets_met": met,
+                         "slack": sum(slack(n, f) for n, f in figs.items()), "figures": figs})
+    return sorted(rows, key=lambda r: (-r["targets_met"], -r["slack"]))
 
 
 def run(args) -> dict:
@@ -141,147 +137,98 @@ def run(args) -> dict:
     def load(name):
         return thresher.Compressor.load(name, session_config=SessionConfig(intra_op_threads=args.threads))
 
-    compressor = load(args.model)
-    records = [r for r in load_records(args.dataset, limit=args.limit) if in_fold(r["id"], args.fold)]
-    data = score_records(compressor, records, args.batch_size)
-    main = curves(data, args.target_recall)
-    res = {
-        "model": compressor.model, "model_threshold": compressor.threshold, "dataset": args.dataset,
-        "fold": args.fold,
-        "questions": len(records), "gold_sentences": int(sum(p.gold.shape[0] for ps in data for p in ps)),
-        "cover": COVER, "target_recall": args.target_recall, "target_removed": args.target_removed, **main,
-        "baselines": [{"baseline": f"first {k} sentence(s) of each paragraph", **evaluate(data, lead(k))}
-                      for k in (1, 2)],
-    }
-    if args.fold == "dev" and not args.compare:
-        return res
-    at = main["chosen"]["removed"] if main["chosen"] else args.target_removed
-    bm25 = curves(bm25_data(records, data), args.target_recall)
-    others = {"bm25 sentences (keep_ratio)": {"recall_at_removed": recall_at(bm25["keep_ratio_curve"], at),
-                                              "keep_ratio_curve": bm25["keep_ratio_curve"]}}
-    models = {args.model: (compressor, data, main)}
-    for name in args.compare:
-        c = load(name)
-        d = score_records(c, records, args.batch_size)
-        cv = curves(d, args.target_recall)
-        models[name] = (c, d, cv)
-        others[name] = {"model": c.model, "recall_at_removed": recall_at(cv["threshold_curve"], at),
-                        "chosen": cv["chosen"], "threshold_curve": cv["threshold_curve"],
-                        "keep_ratio_curve": cv["keep_ratio_curve"]}
-    res.update(compare_at_removed=at, compared=others, per_model={})
-    for name, (c, d, cv) in models.items():
-        t = cv["chosen"]["threshold"] if cv["chosen"] else c.threshold
-        res["per_model"][name] = {
-            "model": c.model, "operating_threshold": t, "rerank": rerank_quality(d),
-            "clapnq": clapnq_quality(c, t, args.fold, args.batch_size, args.limit),
-            "squad_v2": squad_v2_quality(c, t, args.fold, args.batch_size, args.limit),
-        }
+    main = load(args.model)
+    cut = main.passage_threshold
+    data = {}
+    for name in args.sets:
+        qs = load_set(name, args.fold, args.limit)
+        data[name] = (qs, score(main, qs, args.batch_size))
+    res = {"model": main.model, "threshold": main.threshold, "passage_threshold": cut, "fold": args.fold,
+           "targets": TARGETS, "emptied_targets": EMPTIED, "sets": {}}
+    others = {name: load(name) for name in args.compare}
+    for name, (qs, sc) in data.items():
+        figs = judge(qs, sc, by_threshold(main.threshold, cut))
+        methods = {main.model: curve(qs, sc, [(float(t), by_threshold(float(t), cut)) for t in THRESHOLDS])}
+        for other in others.values():
+            osc = score(other, qs, args.batch_size)
+            grid = COSINE_THRESHOLDS if other.kind == "embed-sim" else THRESHOLDS
+            methods[other.model] = curve(qs, osc, [(float(t), by_threshold(float(t), None)) for t in grid])
+        if not args.no_bm25:
+            methods["bm25 (keep_ratio)"] = curve(qs, bm25(qs, sc), [(float(r), by_ratio(float(r))) for r in KEEP_RATIOS])
+        res["sets"][name] = {"figures": figs, "met": verdict(name, figs), "curves": methods,
+                             "at_removed": {m: {str(r): at_removed(c, r) for r in AT_REMOVED} for m, c in methods.items()}}
+    if args.choose:
+        ranked = choose(data)
+        res["choice"] = [{k: v for k, v in r.items()} for r in ranked[:10]]
     return res
 
 
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
 def markdown(res: dict, cmd: str) -> str:
-    shown = {round(float(t), 4) for t in SHOWN_THRESHOLDS}
-    chosen = res["chosen"]
-    if chosen:
-        shown.add(round(chosen["threshold"], 4))
-    t_rows = [[f"{c['threshold'] + 0.0:g}", c["recall"], c["all_gold_recalled"], c["removed"]]
-              for c in res["threshold_curve"] if round(c["threshold"], 4) in shown]
-    r_rows = [[c["keep_ratio"], c["recall"], c["all_gold_recalled"], c["removed"]]
-              for c in res["keep_ratio_curve"]]
-    b_rows = [[c["baseline"], c["recall"], c["all_gold_recalled"], c["removed"]] for c in res["baselines"]]
-    cols = ["recall", "all gold kept (share of questions)", "removed"]
-    target_recall, target_removed = res["target_recall"], res["target_removed"]
-    if chosen:
-        met = chosen["removed"] >= target_removed
-        verdict = (f"Chosen threshold: **{chosen['threshold']:g}** (the largest on the grid with "
-                   f"recall >= {target_recall}): recall {chosen['recall']:.3f}, removes "
-                   f"{100 * chosen['removed']:.1f}% of characters. Target (recall >= {target_recall} while "
-                   f"removing >= {100 * target_removed:.0f}%): {'met' if met else 'NOT met'}.")
-    else:
-        verdict = f"No threshold reaches recall {target_recall}."
-    best_r = res["best_keep_ratio_at_target"]
-    if best_r:
-        verdict += (f" Budget mode: keep_ratio {best_r['keep_ratio']:.2f} gives recall {best_r['recall']:.3f}"
-                    f" and removes {100 * best_r['removed']:.1f}%.")
-    plot = ascii_plot({
-        "threshold": [(c["removed"], c["recall"]) for c in res["threshold_curve"]],
-        "keep_ratio": [(c["removed"], c["recall"]) for c in res["keep_ratio_curve"]],
-        "first-k baseline": [(c["removed"], c["recall"]) for c in res["baselines"]],
-    })
-    return "\n\n".join([
-        f"`{cmd}`",
-        f"{res['dataset']}: {res['questions']} questions ({res['fold']} fold), {res['gold_sentences']} gold supporting sentences; model "
-        f"{res['model']}; a gold sentence counts as recalled when >= {100 * res['cover']:.0f}% of its "
-        "non-space characters are kept; removed = mean compression rate per question.",
-        verdict,
-        "Threshold mode:\n\n" + md_table(["threshold", *cols], t_rows),
-        "Budget mode (`keep_ratio`, over all passages of a question):\n\n" + md_table(["keep_ratio", *cols], r_rows),
-        "Position baselines:\n\n" + md_table(["baseline", *cols], b_rows),
-        "```\n" + plot + "\n```",
-        *comparison_markdown(res),
-    ])
-
-
-def comparison_markdown(res: dict) -> list[str]:
-    if "per_model" not in res:
-        return []
-    at = res["compare_at_removed"]
-    main_recall = res["chosen"]["recall"] if res["chosen"] else recall_at(res["threshold_curve"], at)
-    rows = [[res["model"] + " (threshold)", main_recall, 0.0]]
-    for name, o in res["compared"].items():
-        rows.append([o.get("model", name) + (" (threshold)" if "threshold_curve" in o else ""),
-                     o["recall_at_removed"], o["recall_at_removed"] - main_recall])
-    out = [f"Recall at equal removal ({100 * at:.1f}% of characters, the operating point above; "
-           "curves interpolated):\n\n" + md_table(["method", "recall", "vs this model"], rows)]
-    pm = [[m["model"], m["operating_threshold"], m["rerank"]["mrr"], m["rerank"]["both_gold_in_top2"],
-           m["clapnq"]["recall"], m["clapnq"]["precision"], m["clapnq"]["unanswerable_pruned_to_nothing"],
-           m["squad_v2"]["unanswerable_pruned_to_nothing"], m["squad_v2"]["answer_kept"]]
-          for m in res["per_model"].values()]
-    m0 = next(iter(res["per_model"].values()))
-    out.append(
-        "Each model at its operating threshold (chosen as above on these questions, else its "
-        "default). MRR: the question's paragraphs ranked by the rerank score, or by the best sentence score "
-        f"for a model without a rerank head (embed-sim); ClapNQ ({m0['clapnq']['questions']} questions, {m0['clapnq']['unanswerable']} "
-        f"unanswerable); SQuAD v2 ({m0['squad_v2']['questions']} questions, "
-        f"{m0['squad_v2']['unanswerable']} unanswerable):\n\n" + md_table(
-            ["model", "threshold", "MRR gold paragraph", "both gold in top 2", "ClapNQ recall",
-             "ClapNQ precision", "ClapNQ unanswerable -> nothing", "SQuAD v2 unanswerable -> nothing",
-             "SQuAD v2 answer kept"], pm))
-    return out
+    rows = []
+    for name, s in res["sets"].items():
+        f, met = s["figures"], s["met"]
+        target = TARGETS.get(name)
+        metric = "recall" if "recall" in f else "answer kept"
+        goal = "" if target is None else f">= {target[0]:.2f} at >= {100 * target[1]:.0f}%"
+        if name in EMPTIED:
+            goal += f"; emptied >= {100 * EMPTIED[name]:.0f}%"
+        rows.append([SHORT[name], f["questions"], metric, quality_of(f), f"{100 * f['removed']:.1f}%",
+                     "-" if "emptied" not in f else f"{100 * f['emptied']:.1f}% of {f['unanswerable']}",
+                     goal or "(none)", "-" if not met else ("met" if all(met.values()) else
+                                                            "NOT met: " + ", ".join(k for k, v in met.items() if not v))])
+    cut = res["passage_threshold"]
+    out = [f"`{cmd}`",
+           f"Model {res['model']} at its default operating point: threshold {res['threshold']:g}, passage "
+           f"threshold {'none' if cut is None else f'{cut:g}'}; {res['fold']} fold of every set.",
+           md_table(["set", "questions", "metric", "value", "removed", "unanswerable emptied", "target", "verdict"], rows)]
+    methods = list(next(iter(res["sets"].values()))["at_removed"])
+    eq_rows = [[SHORT[name]] + [" / ".join(_fmt(s["at_removed"][m][str(r)]) for r in AT_REMOVED) for m in methods]
+               for name, s in res["sets"].items()]
+    out.append("Quality (recall or answer kept) at equal removal of "
+               + " / ".join(f"{100 * r:.0f}%" for r in AT_REMOVED)
+               + " of characters, each curve interpolated (- : the method never removes that much or that little):\n\n"
+               + md_table(["set", *methods], eq_rows))
+    if "choice" in res:
+        c_rows = [[c["threshold"], "none" if c["passage_threshold"] is None else c["passage_threshold"],
+                   c["targets_met"], round(c["slack"], 3),
+                   "; ".join(f"{SHORT[n]} {quality_of(f):.2f}/{100 * f['removed']:.0f}%"
+                             + (f"/e{100 * f['emptied']:.0f}%" if "emptied" in f else "")
+                             for n, f in c["figures"].items())] for c in res["choice"]]
+        n_targets = sum(2 for _ in TARGETS) + len(EMPTIED)
+        out.append(f"Best operating points on the grid (targets met of {n_targets}; slack = shortfall, "
+                   "quality weighted 4x):\n\n"
+                   + md_table(["threshold", "passage threshold", "met", "slack", "quality/removed/emptied per set"], c_rows))
+    return "\n\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="default", help="model name or directory (default: default)")
-    ap.add_argument("--limit", type=int, default=None, help="first N dev questions (default: all)")
+    ap.add_argument("--compare", action="append", default=None, metavar="MODEL",
+                    help="also sweep MODEL on the same questions (default: minilm-cosine; repeatable)")
+    ap.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    ap.add_argument("--fold", choices=["validation", "dev"], default="validation",
+                    help="validation: the pruner's held-back fold; dev: every dev question")
+    ap.add_argument("--limit", type=int, default=None, help="first N questions per set")
+    ap.add_argument("--quick", action="store_true", help="first 60 questions per set")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("THRESHER_THREADS") or 2))
-    # Questions per engine call: only speed changes, scores are batch-invariant (per-token int8,
-    # one packing group per request; tests/test_quality_smoke.py checks it against compress()).
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--quick", action="store_true", help="the first 40 questions")
-    ap.add_argument("--fold", choices=["dev", "validation"], default="dev",
-                    help="dev: every dev question; validation: the trained pruner's held-back fold")
-    ap.add_argument("--dataset", choices=MULTIHOP_SETS, default=MULTIHOP_SETS[0],
-                    help="multi-hop set with gold supporting sentences (same record layout)")
-    ap.add_argument("--target-recall", type=float, default=TARGET_RECALL)
-    ap.add_argument("--target-removed", type=float, default=TARGET_REMOVED)
-    ap.add_argument("--compare", action="append", default=[], metavar="MODEL",
-                    help="also evaluate MODEL on the same questions (repeatable)")
+    ap.add_argument("--no-bm25", action="store_true", help="skip the BM25 curves")
+    ap.add_argument("--choose", action="store_true", help="search the operating-point grid")
     args = ap.parse_args(argv)
+    if args.compare is None:
+        args.compare = ["minilm-cosine"]
     if args.quick:
-        args.limit = min(args.limit or 40, 40)
+        args.limit = min(args.limit or 60, 60)
     cmd = command("quality.py", argv)
     res = run(args)
     res["command"] = cmd
     md = markdown(res, cmd)
-    name = "quality" if args.model == "default" else f"quality-{Path(args.model).name}"
-    if args.fold == "dev" and args.model in ("default", "minilm-pruner"):
-        print("note: the trained pruner learned from 3/4 of these questions; --fold validation "
-              "gives the honest figures", file=sys.stderr)
-    if args.fold != "dev":
-        name += f"-{args.fold}"
-    if args.dataset != MULTIHOP_SETS[0]:
-        name += f"-{args.dataset}"
+    name = "quality-sets" if args.model == "default" else f"quality-sets-{Path(args.model).name}"
     js, mdp = write_results(name, res, md)
     print(md)
     print(f"\nwrote {js} and {mdp}")

@@ -1,6 +1,6 @@
 """The benchmark report: PNG plots + benchmarks/report/REPORT.md from the latest JSON results.
 
-Reads benchmarks/out/{quality-validation*,pruner_sweep,load,packer}.json; a missing one is made
+Reads benchmarks/out/{quality-sets,quality-validation*,pruner_sweep,load,packer}.json; a missing one is made
 first by running its benchmark in quick mode (say so in the report). Every plot names the machine
 that measured it (CPU model, cores), the date and the command that reproduces it.
 
@@ -29,8 +29,9 @@ from common import OUT, ROOT, machine  # noqa: E402
 # Each figure's source: the JSON it reads and the quick command that makes it when missing.
 SOURCES = {
     "quality": ("quality-validation.json",
-                ["quality.py", "--fold", "validation", "--compare", "minilm-cosine", "--quick"]),
+                ["quality_sweep.py", "--fold", "validation", "--compare", "minilm-cosine", "--quick"]),
     "quality-2wiki": ("quality-validation-2wikimultihopqa.json", None),  # optional second panel
+    "quality-sets": ("quality-sets.json", ["quality.py", "--quick"]),
     "latency": ("pruner_sweep.json", ["pruner_sweep.py", "--quick"]),
     "load": ("load.json", ["load.py", "--quick"]),
     "packer": ("packer.json", ["packer.py", "--quick"]),
@@ -115,6 +116,45 @@ def plot_quality(hotpot: dict, wiki: dict | None, path: Path) -> list[str]:
     return lines
 
 
+def plot_quality_sets(data: dict, path: Path) -> list[str]:
+    """One panel per dev set: quality vs removed for every method, the default operating point and
+    the set's target (dashed)."""
+    names = list(data["sets"])
+    cols = 4
+    rows = -(-len(names) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.9 * rows), squeeze=False)
+    flat = [a for row in axes for a in row]
+    lines = []
+    for ax, name in zip(flat, names):
+        s = data["sets"][name]
+        f = s["figures"]
+        metric = "recall" if "recall" in f else "answer_kept"
+        for (method, pts), style in zip(s["curves"].items(), ("-", "--", ":")):
+            xy = sorted((p["removed"], p[metric]) for p in pts)
+            ax.plot([x for x, _ in xy], [y for _, y in xy], style, lw=2, label=method)
+        ax.plot(f["removed"], f[metric], "o", ms=8, color="black", zorder=5, label="default operating point")
+        target = data["targets"].get(name)
+        if target:
+            ax.axhline(target[0], color="crimson", lw=0.8, ls="--")
+            ax.axvline(target[1], color="crimson", lw=0.8, ls="--", label="target (quality, removed)")
+        ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="fraction of characters removed",
+               ylabel="answer kept" if metric == "answer_kept" else "recall of gold sentences",
+               title=f"{name} ({f['questions']} q)")
+        ax.title.set_fontsize(9)
+        met = s["met"]
+        verdict = "no target" if not met else ("met" if all(met.values()) else
+                                               "NOT met: " + ", ".join(k for k, v in met.items() if not v))
+        emptied = f", {100 * f['emptied']:.0f}% of {f['unanswerable']} unanswerable emptied" if "emptied" in f else ""
+        lines.append(f"{name}: {metric.replace('_', ' ')} {f[metric]:.3f} at {100 * f['removed']:.1f}% removed{emptied} ({verdict}).")
+    for ax in flat[len(names):]:
+        ax.axis("off")
+    flat[0].legend(fontsize=7, loc="lower left")
+    cut = data.get("passage_threshold")
+    finish(fig, flat[:len(names)], f"Every setting at one operating point: threshold {data['threshold']:g}, passage "
+           f"threshold {'none' if cut is None else f'{cut:g}'} (validation folds)", data, path)
+    return lines
+
+
 def plot_latency(data: dict, path: Path) -> list[str]:
     rows = data["rows"]
     x = [r["passages"] for r in rows]
@@ -189,6 +229,7 @@ def plot_packer(data: dict, path: Path) -> list[str]:
 
 
 FIGURES = (
+    ("quality-sets", "Quality in every setting at the default operating point", "quality-sets.png"),
     ("quality", "Quality: the recall / compression Pareto curve", "quality.png"),
     ("latency", "Latency vs number of passages", "latency.png"),
     ("load", "HTTP load: throughput and p99 vs offered load", "load.png"),
@@ -211,7 +252,8 @@ def main(argv: list[str] | None = None) -> Path:
     if results.resolve() != OUT.resolve() and not args.no_run:
         raise SystemExit("--results other than benchmarks/out needs --no-run (benchmarks write to benchmarks/out)")
     data = {name: load(name, results, not args.no_run, args.rerun, made) for name in SOURCES}
-    plotters = {"quality": lambda p: plot_quality(data["quality"], data["quality-2wiki"], p),
+    plotters = {"quality-sets": lambda p: plot_quality_sets(data["quality-sets"], p),
+                "quality": lambda p: plot_quality(data["quality"], data["quality-2wiki"], p),
                 "latency": lambda p: plot_latency(data["latency"], p),
                 "load": lambda p: plot_load(data["load"], p), "packer": lambda p: plot_packer(data["packer"], p)}
     here = machine()

@@ -115,6 +115,13 @@ def test_a_corrupted_graph_is_refused_even_when_files_omits_it(model_copy):
     ({"special_ids": {"cls": 101, "sep": 102}}, "special_ids.pad must be an integer"),
     ({"special_ids": {"cls": -1, "sep": 102, "pad": 0}}, "special_ids.cls must be an integer >= 0"),
     ({"options": [1]}, "options must be a mapping"),
+    ({"calibration": [1, 0]}, "calibration must be a mapping with 'sentence' and/or 'rerank'"),
+    ({"calibration": {"token": [1, 0]}}, "calibration must be a mapping"),
+    ({"calibration": {"sentence": [0, 1]}}, r"calibration.sentence must be \[scale > 0, shift\]"),
+    ({"calibration": {"rerank": [1.0, float("nan")]}}, r"calibration.rerank must be \[scale > 0, shift\]"),
+    ({"calibration": {"rerank": [1.0]}}, r"calibration.rerank must be"),
+    ({"passage_threshold": "0.2"}, "passage_threshold must be a finite number or null"),
+    ({"passage_threshold": float("inf")}, "passage_threshold must be a finite number or null"),
     ({"files": {"model.onnx": "x" * 64, "tokenizer.json": "0" * 64}}, r"files\['model.onnx'\] must be a sha256"),
 ])
 def test_every_field_is_checked_with_a_clear_value_error(model_copy, changes, message):

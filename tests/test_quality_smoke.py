@@ -1,4 +1,4 @@
-"""benchmarks/quality.py (and its common_quality.py): gold-sentence mapping, coverage rule and the
+"""benchmarks/quality_sweep.py (and its common_quality.py): gold-sentence mapping, coverage rule and the
 sweep on real dev records."""
 
 import importlib.util
@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from thresher.training.data import fold_of
+
 from .conftest import load_jsonl
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -16,7 +18,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 @pytest.fixture(scope="module")
 def quality():
-    spec = importlib.util.spec_from_file_location("bench_quality", BENCH / "quality.py")
+    spec = importlib.util.spec_from_file_location("bench_quality", BENCH / "quality_sweep.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)  # puts benchmarks/ on sys.path
@@ -73,3 +75,51 @@ def test_sweep_endpoints_on_real_dev_records(quality, default_compressor):
     assert mid["removed"] == pytest.approx(float(np.mean(rates)), abs=1e-9)
     half = quality.evaluate(data, quality.by_ratio(0.5))
     assert 0.3 < half["removed"] < 0.7
+
+
+def _bench(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["hotpotqa_distractor", "clapnq", "squad_v2.0_dev", "nq_open_oracle"])
+def test_every_setting_is_judged_by_the_engines_rules(name, default_compressor):
+    """quality.py's endpoints on real validation questions: keep everything -> full quality and
+    nothing emptied; keep nothing -> zero quality, all removed, every unanswerable emptied; the
+    model's own operating point equals what compress() returns."""
+    pytest.importorskip("bm25s")
+    sets = _bench("common_sets")
+    quality = _bench("quality")
+    qs = sets.load_set(name, limit=12)
+    if name == "squad_v2.0_dev":  # both kinds of question
+        qs = [q for q in sets.load_set(name, limit=60) if q.answerable][:6] + \
+             [q for q in sets.load_set(name, limit=60) if not q.answerable][:6]
+    assert qs and all(fold_of(q.qid) == "validation" for q in qs)
+    scored = sets.score(default_compressor, qs, batch_size=4)
+    everything = sets.judge(qs, scored, quality.by_threshold(-1.0, None))
+    nothing = sets.judge(qs, scored, quality.by_threshold(2.0, None))
+    assert sets.quality_of(everything) == 1.0 and everything["removed"] < 0.05
+    assert sets.quality_of(nothing) == 0.0 and nothing["removed"] == 1.0
+    if "emptied" in nothing:
+        assert nothing["emptied"] == 1.0 and everything["emptied"] == 0.0
+    t, cut = default_compressor.threshold, default_compressor.passage_threshold
+    at = sets.judge(qs, scored, quality.by_threshold(t, cut))
+    answerable = [q for q in qs if q.answerable]
+    rates = [default_compressor.compress(q.question, q.passages).compression_rate for q in answerable]
+    assert at["removed"] == pytest.approx(float(np.mean(rates)), abs=1e-9)
+
+
+def test_platt_fit_recovers_a_known_calibration():
+    calibrate = _bench("calibrate")
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 3, 20000)
+    y = (rng.random(x.size) < 1 / (1 + np.exp(-(0.5 * x - 1.0)))).astype(float)
+    a, b = calibrate.fit_platt(x, y, np.full(x.size, 1 / x.size))
+    assert a == pytest.approx(0.5, abs=0.03) and b == pytest.approx(-1.0, abs=0.06)
+    # nearly separable data: the damped steps still end finite and steep, not at 1e8
+    a, _ = calibrate.fit_platt(np.r_[-np.ones(50), np.ones(50)] * 3, np.r_[np.zeros(50), np.ones(50)],
+                               np.full(100, 0.01))
+    assert np.isfinite(a) and 1 < a < 20

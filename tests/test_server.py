@@ -110,12 +110,16 @@ def test_compress_round_trip(url, compressor):
 def test_compress_list_body_is_one_batch(url, compressor):
     items = [{"question": "Who wrote Hamlet?", "passages": HAMLET, "threshold": 0.1},
              {"question": "What do cats do?", "passages": HAMLET, "keep_ratio": 0.5},
-             {"question": "Who wrote Hamlet?", "passages": HAMLET, "top_k": 1, "reorder": True}]
+             {"question": "Who wrote Hamlet?", "passages": HAMLET, "top_k": 1, "reorder": True},
+             {"question": "Who wrote Hamlet?", "passages": HAMLET, "threshold": 0.0, "passage_threshold": 0.5}]
     r = httpx.post(f"{url}/v1/compress", json=items)
     assert r.status_code == 200, r.text
     assert [strip(b) for b in r.json()] == engine(compressor, items)
     assert len(set(r.headers["x-batch-id"].split(","))) == 1
-    assert r.headers["x-batch-slot"] == "0,1,2"
+    assert r.headers["x-batch-slot"] == "0,1,2,3"
+    cut = r.json()[3]["passages"]  # the passage cut reaches the engine: below it, nothing is kept
+    assert any(p["rerank_score"] < 0.5 for p in cut) and any(p["rerank_score"] >= 0.5 for p in cut)
+    assert all((p["pruned_text"] == "") == (p["rerank_score"] < 0.5) for p in cut)
 
 
 def test_rerank_tei_shape(url, default_compressor):

@@ -73,6 +73,12 @@ class Compressor(FieldCalls):
         """The model's default keep threshold (keep when score >= threshold)."""
         return self._scorer.threshold
 
+    @property
+    def passage_threshold(self) -> float | None:
+        """The model's default passage cut: a passage whose rerank score is below it keeps no
+        sentence (None: no cut)."""
+        return getattr(self._scorer, "passage_threshold", None)
+
     def validate(self, question: object, passages: object, **options: Any) -> Request:
         """Check one request against this instance's limits and the model's question length
         (TypeError/ValueError naming the field) and return it in normal form, for
@@ -90,7 +96,8 @@ class Compressor(FieldCalls):
 
     def compress(self, question: str, passages: Sequence[str | Mapping[str, str]], *,
                  threshold: float | None = None, keep_ratio: float | None = None,
-                 top_k: int | None = None, reorder: bool = False) -> CompressionResult:
+                 passage_threshold: float | None = None, top_k: int | None = None,
+                 reorder: bool = False) -> CompressionResult:
         """Prune `passages` for `question`.
 
         Args:
@@ -99,11 +106,13 @@ class Compressor(FieldCalls):
             threshold: keep sentences scoring >= threshold (default: the model's).
             keep_ratio: instead of a threshold, keep the best sentences up to this fraction of
                 characters (0 < keep_ratio <= 1).
+            passage_threshold: passages whose rerank score is below it keep no sentence
+                (default: the model's; 0 turns the cut off where rerank scores are probabilities).
             top_k: keep only the k passages with the highest rerank score.
             reorder: return passages best first by rerank score instead of input order.
         """
         request = self.validate(question, passages, threshold=threshold, keep_ratio=keep_ratio,
-                                top_k=top_k, reorder=reorder)
+                                passage_threshold=passage_threshold, top_k=top_k, reorder=reorder)
         return self.compress_validated([request])[0]
 
     def compress_batch(self, items: Iterable[Mapping[str, Any] | tuple], *, progress: bool | None = None,

@@ -49,6 +49,22 @@ def confined(model_dir: Path, name: object) -> Path:
     return path
 
 
+def check_calibration(calibration: Any, where: str) -> None:
+    """`calibration`: {"sentence": [scale, shift], "rerank": [scale, shift]}, both optional; each
+    maps a model output p (a probability) or z (a logit) to sigmoid(scale * logit + shift)."""
+    if calibration is None:
+        return
+    if not isinstance(calibration, dict) or set(calibration) - {"sentence", "rerank"}:
+        raise ValueError(f"{where}: calibration must be a mapping with 'sentence' and/or 'rerank', "
+                         f"got {calibration!r:.80}")
+    for key, pair in calibration.items():
+        if (not isinstance(pair, list) or len(pair) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pair)
+                or pair[0] <= 0):
+            raise ValueError(f"{where}: calibration.{key} must be [scale > 0, shift], finite numbers, "
+                             f"got {pair!r:.80}")
+
+
 def check_fields(manifest: Any, where: str) -> None:
     """Raise ValueError naming the first field of a decoded manifest that is missing or wrong."""
     if not isinstance(manifest, dict):
@@ -87,6 +103,11 @@ def check_fields(manifest: Any, where: str) -> None:
     for key in _IDS:
         if key in manifest:
             _int(f"{where}: {key}", manifest[key], 0)
+    if kind == "encoder-pruner":
+        check_calibration(manifest.get("calibration"), where)
+        pt = manifest.get("passage_threshold")
+        if pt is not None and (isinstance(pt, bool) or not isinstance(pt, (int, float)) or not math.isfinite(pt)):
+            raise ValueError(f"{where}: passage_threshold must be a finite number or null, got {pt!r:.80}")
     for key in ("options", "prompt", "source"):
         if key in manifest and not isinstance(manifest[key], dict):
             raise ValueError(f"{where}: {key} must be a mapping, got {type(manifest[key]).__name__}")

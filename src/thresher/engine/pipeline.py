@@ -14,18 +14,24 @@ from thresher.engine.segment import get_segmenter
 from thresher.engine.timing import timed
 
 
-def select(request: Request, spans: tuple[np.ndarray, ...], scores: Scores, default_threshold: float):
-    """Keep flags per passage: threshold mode, or keep_ratio over the whole request."""
+def select(request: Request, spans: tuple[np.ndarray, ...], scores: Scores, scorer: Scorer):
+    """Keep flags per passage: threshold mode, or keep_ratio over the whole request; then the
+    passage cut (passages whose rerank score is below passage_threshold keep nothing)."""
     opts = request.options
+    cut = getattr(scorer, "passage_threshold", None) if opts.passage_threshold is None else opts.passage_threshold
     if opts.keep_ratio is None:
-        threshold = default_threshold if opts.threshold is None else opts.threshold
-        return [keep_by_threshold(s, threshold) for s in scores.sentences]
-    counts = [s.shape[0] for s in scores.sentences]
-    if not sum(counts):
-        return [np.zeros(0, bool) for _ in counts]
-    flat_scores = np.concatenate(scores.sentences)
-    lengths = np.concatenate([sp[:, 1] - sp[:, 0] for sp in spans])
-    return np.split(keep_by_ratio(flat_scores, lengths, opts.keep_ratio), np.cumsum(counts)[:-1])
+        threshold = scorer.threshold if opts.threshold is None else opts.threshold
+        keep = [keep_by_threshold(s, threshold) for s in scores.sentences]
+    else:
+        counts = [s.shape[0] for s in scores.sentences]
+        if not sum(counts):
+            return [np.zeros(0, bool) for _ in counts]
+        flat_scores = np.concatenate(scores.sentences)
+        lengths = np.concatenate([sp[:, 1] - sp[:, 0] for sp in spans])
+        keep = np.split(keep_by_ratio(flat_scores, lengths, opts.keep_ratio), np.cumsum(counts)[:-1])
+    if cut is not None and scores.rerank is not None:  # every kind has a rerank score today
+        keep = [k & (r >= cut) for k, r in zip(keep, scores.rerank.tolist())]
+    return keep
 
 
 def compress_requests(scorer: Scorer, requests: list[Request]) -> list[CompressionResult]:
@@ -42,7 +48,7 @@ def compress_requests(scorer: Scorer, requests: list[Request]) -> list[Compressi
     results = []
     for request, item, scores in zip(requests, items, scored):
         with timed(timings, "reduce"):
-            keep = select(request, item.spans, scores, scorer.threshold)
+            keep = select(request, item.spans, scores, scorer)
         with timed(timings, "assemble"):
             results.append(assemble(request, list(item.spans), list(scores.sentences), keep, scores.rerank,
                                     timings, scorer.name, getattr(scorer, "sentence_joiner", None)))

