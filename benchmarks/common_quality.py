@@ -122,7 +122,7 @@ def in_fold(question_id: str, fold: str) -> bool:
     return fold_of(question_id) == fold
 
 
-def _locate(text: str, sentences: list[str], ids: set[int]) -> np.ndarray:
+def locate_sentences(text: str, sentences: list[str], ids: set[int]) -> np.ndarray:
     spans, pos = [], 0
     for i, sent in enumerate(sentences):
         at = text.find(sent.strip(), pos)
@@ -150,7 +150,7 @@ def clapnq_quality(compressor, threshold: float, fold: str, batch_size: int, lim
         ids = {int(i) for i in r["gold_sentence_ids"]} if answerable else set()
         for raw, p in zip(r["passages"], res.passages):
             pe = passage_eval(p.text, [(s.start, s.end) for s in p.sentences], [s.score for s in p.sentences],
-                              _locate(p.text, raw["sentences"], ids))
+                              locate_sentences(p.text, raw["sentences"], ids))
             keep = keep_by_threshold(pe.scores, threshold)
             if not answerable:
                 unanswerable += 1

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from common import load_records
-from common_quality import _locate, gold_spans, recalled
+from common_quality import gold_spans, locate_sentences, recalled
 
 SETS = ("hotpotqa_distractor", "2wikimultihopqa", "hotpotqa_fullwiki_dev", "clapnq", "squad_v1.1_dev",
         "squad_v2.0_dev", "nq_open_oracle")
@@ -73,7 +73,7 @@ def _clapnq() -> list[Question]:
         ids = {int(i) for i in r["gold_sentence_ids"]} if answerable else set()
         out.append(Question("clapnq", r["id"], r["question"],
                             [{"title": p["title"], "text": p["text"]} for p in r["passages"]],
-                            [_locate(p["text"], p["sentences"], ids) for p in r["passages"]], None,
+                            [locate_sentences(p["text"], p["sentences"], ids) for p in r["passages"]], None,
                             answerable=answerable))
     return out
 

@@ -53,13 +53,13 @@ def main(argv: list[str] | None = None) -> None:
     requests = [[r["question"], [{"title": t, "text": "".join(s)} for t, s in r["context"]]] for r in records]
     runs = [scores_in(sys.executable, requests), scores_in(os.path.abspath(args.other), requests)]
     a, b = (np.concatenate([np.asarray(s, np.float64) for s in run["scores"]]) for run in runs)
-    threshold = 0.0074  # the default model's (thresher.catalogue.PRUNER_THRESHOLD)
+    from thresher.catalogue import PRUNER_THRESHOLD as threshold  # the default model's
     flips = int(np.sum((a > threshold) != (b > threshold)))
     rel = np.abs(a - b) / np.maximum(np.abs(a), 1e-6)
     rows = [[f"{runs[0]['onnxruntime']} vs {runs[1]['onnxruntime']}", a.size, float(np.abs(a - b).max()),
              float(np.median(rel)), float(rel.max()), flips, f"{flips / a.size:.2%}"]]
     table = md_table(["onnxruntime", "sentences", "max |diff|", "median rel. diff", "max rel. diff",
-                      "keep flips at 0.0074", "share"], rows)
+                      f"keep flips at {threshold:g}", "share"], rows)
     print(table)
     data = {"command": command("ort_versions.py", argv), "versions": [r["onnxruntime"] for r in runs],
             "numpy": [r["numpy"] for r in runs], "sentences": int(a.size), "max_abs_diff": float(np.abs(a - b).max()),

@@ -5,7 +5,8 @@ Requests: hotpotqa_distractor dev questions, each with its ~10 paragraphs as {"t
 - reference: the same trained network (base + shipped delta) in torch fp32, the way a
   CrossEncoder-style script runs it: segment with the same `rules` segmenter, build the same
   `[CLS] question [SEP] title sentences [SEP]` inputs (thresher.training.train.encode), one
-  padded batch per request, mean keep probability per sentence, threshold.
+  padded batch per request, mean keep probability per sentence, the model's default operating
+  point (calibration, threshold, relative threshold: thresher.catalogue.PRUNER_*).
 Both use the same thread count; they take turns in blocks of 10 requests, the reference in a
 process of its own (timed there). Reports p50/p90/p99, ratios,
 thresher's per-stage medians and how many keep decisions agree.
@@ -50,6 +51,7 @@ class TorchReference:
     def __call__(self, question: str, passages: list[dict]) -> list[np.ndarray]:
         import torch
 
+        from thresher.catalogue import PRUNER_CALIBRATION, PRUNER_RELATIVE_THRESHOLD
         from thresher.engine.segment import split_rules
         from thresher.training.data import Example
         from thresher.training.train import collate, encode
@@ -68,7 +70,10 @@ class TorchReference:
             s = e.sentence
             n = len(examples[r].sentences)
             sums = np.bincount(s[s >= 0], weights=keep[r, : s.shape[0]][s >= 0], minlength=n)
-            out.append(sums / np.maximum(np.bincount(s[s >= 0], minlength=n), 1) > self.threshold)
+            mean = np.clip(sums / np.maximum(np.bincount(s[s >= 0], minlength=n), 1), 1e-7, 1 - 1e-7)
+            scale, shift = PRUNER_CALIBRATION["sentence"]
+            score = 1 / (1 + np.exp(-(scale * (np.log(mean) - np.log1p(-mean)) + shift)))
+            out.append((score > self.threshold) & (score >= PRUNER_RELATIVE_THRESHOLD * score.max(initial=0.0)))
         return out
 
 

@@ -11,12 +11,14 @@ sentence and rerank scores with the engine's own selection rules (common_sets.ju
 - emptied: share of unanswerable questions (SQuAD v2, ClapNQ) that come back empty;
 - against the issue-#22 targets (TARGETS / EMPTIED below), at the model's default threshold and
   passage cut;
-- the curves (quality vs removed) per set for the model (threshold swept, its passage cut kept),
-  the compared models (threshold swept) and BM25 sentence selection (keep ratio swept), and each
-  method's quality at equal removal.
+- the curves (quality vs removed) per set for the model (threshold swept with its relative and
+  passage cuts; and keep ratio swept: a per-request budget), the compared models (threshold
+  swept) and BM25 sentence selection (keep ratio swept), and each method's quality at equal
+  removal.
 
-`--choose` searches the (threshold, passage_threshold) grid for the single operating point that
-meets the most targets (ties: the most total slack), i.e. how the shipped default was chosen.
+`--choose` searches the (threshold, relative_threshold, passage_threshold) grid for the single
+operating point that holds the quality target (recall / answer kept) on the most sets and, among
+those, falls least short of the removal and emptied targets: how the shipped default was chosen.
 
     .venv/bin/python benchmarks/quality.py [--model default] [--compare minilm-cosine] [--quick]
     .venv/bin/python benchmarks/quality.py --choose
@@ -33,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import command, md_table, write_results  # noqa: E402
+from common_quality import by_ratio  # noqa: E402  (works on Scored: scores + spans)
 from common_sets import SETS, SHORT, Scored, judge, load_set, quality_of, score  # noqa: E402
 
 # (quality, removed) to reach per set, and the share of unanswerable questions to empty.
@@ -42,27 +45,17 @@ EMPTIED = {"squad_v2.0_dev": 0.50, "clapnq": 0.50}
 THRESHOLDS = np.unique(np.round(np.concatenate([np.geomspace(0.002, 0.2, 41), np.arange(0.2, 0.96, 0.025)]), 4))
 COSINE_THRESHOLDS = np.round(np.arange(-0.2, 0.81, 0.025), 3)
 KEEP_RATIOS = np.round(np.arange(0.05, 0.96, 0.05), 2)
-PASSAGE_THRESHOLDS = (None, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
+PASSAGE_THRESHOLDS = (None, 0.05, 0.1, 0.2, 0.3)
+RELATIVE_THRESHOLDS = (0.0, 0.1, 0.15, 0.2, 0.225, 0.25, 0.3)
 AT_REMOVED = (0.4, 0.5, 0.6, 0.7)
 
 
-def by_threshold(t: float, cut: float | None):
-    """The engine's threshold mode plus its passage cut (pipeline.select)."""
+def by_threshold(t: float, cut: float | None, relative: float | None = None):
+    """The engine's threshold mode: score >= t and >= relative x the passage's best score, and the
+    passage cut (pipeline.select)."""
     def keep(passages: list[Scored]):
-        return [(p.scores >= t) & (cut is None or (p.rerank is not None and p.rerank >= cut)) for p in passages]
-    return keep
-
-
-def by_ratio(ratio: float):
-    from thresher.engine.reduce import keep_by_ratio
-
-    def keep(passages: list[Scored]):
-        counts = [p.scores.shape[0] for p in passages]
-        if not sum(counts):
-            return [np.zeros(0, bool) for _ in passages]
-        flat = np.concatenate([p.scores for p in passages])
-        lengths = np.concatenate([p.spans[:, 1] - p.spans[:, 0] for p in passages])
-        return np.split(keep_by_ratio(flat, lengths, ratio), np.cumsum(counts)[:-1])
+        return [(p.scores >= t) & (not relative or p.scores >= relative * p.scores.max(initial=0.0))
+                & (cut is None or (p.rerank is not None and p.rerank >= cut)) for p in passages]
     return keep
 
 
@@ -108,26 +101,40 @@ def verdict(name: str, figures: dict) -> dict:
     return out
 
 
+def targets_met(name: str, figures: dict) -> int:
+    """A set's (quality, removed) target counts once, met only as a pair; emptied counts apart."""
+    v = verdict(name, figures)
+    return int(v.get("quality", False) and v.get("removed", False)) + int(v.get("emptied", False))
+
+
 def slack(name: str, figures: dict) -> float:
-    s = 0.0
-    if name in TARGETS:
-        q, r = TARGETS[name]
-        s += min(quality_of(figures) - q, 0.0) * 4 + min(figures["removed"] - r, 0.0)
+    """How far a set's removal (and emptied share) fall short of their targets (<= 0)."""
+    s = min(figures["removed"] - TARGETS[name][1], 0.0) if name in TARGETS else 0.0
     if name in EMPTIED:
         s += min(figures.get("emptied", 0.0) - EMPTIED[name], 0.0)
     return s
 
 
+def quality_held(name: str, figures: dict) -> bool:
+    return name not in TARGETS or quality_of(figures) >= TARGETS[name][0]
+
+
 def choose(data: dict) -> list[dict]:
-    """Every (threshold, passage_threshold) with the targets it meets, best first."""
+    """Every (threshold, relative_threshold, passage_threshold) on the grid with the targets it
+    meets, best first."""
     rows = []
     for cut in PASSAGE_THRESHOLDS:
-        for t in THRESHOLDS:
-            figs = {name: judge(qs, sc, by_threshold(float(t), cut)) for name, (qs, sc) in data.items()}
-            met = sum(sum(verdict(n, f).values()) for n, f in figs.items())
-            rows.append({"threshold": float(t), "passage_threshold": cut, "targets_met": met,
-                         "slack": sum(slack(n, f) for n, f in figs.items()), "figures": figs})
-    return sorted(rows, key=lambda r: (-r["targets_met"], -r["slack"]))
+        for rel in RELATIVE_THRESHOLDS:
+            for t in THRESHOLDS[THRESHOLDS <= 0.3]:
+                figs = {name: judge(qs, sc, by_threshold(float(t), cut, rel)) for name, (qs, sc) in data.items()
+                        if name in TARGETS}
+                met = sum(targets_met(n, f) for n, f in figs.items())
+                rows.append({"threshold": float(t), "relative_threshold": rel, "passage_threshold": cut,
+                             "targets_met": met, "quality_held": sum(quality_held(n, f) for n, f in figs.items()),
+                             "slack": sum(slack(n, f) for n, f in figs.items()), "figures": figs})
+    # Quality first (the sets whose recall / answer-kept target holds), then the least shortfall
+    # of removal and emptied unanswerable questions: recall is what a pruner must not lose.
+    return sorted(rows, key=lambda r: (-r["quality_held"], -r["slack"], -r["targets_met"]))
 
 
 def run(args) -> dict:
@@ -138,17 +145,19 @@ def run(args) -> dict:
         return thresher.Compressor.load(name, session_config=SessionConfig(intra_op_threads=args.threads))
 
     main = load(args.model)
-    cut = main.passage_threshold
+    cut, rel = main.passage_threshold, main.relative_threshold
     data = {}
     for name in args.sets:
         qs = load_set(name, args.fold, args.limit)
         data[name] = (qs, score(main, qs, args.batch_size))
-    res = {"model": main.model, "threshold": main.threshold, "passage_threshold": cut, "fold": args.fold,
+    res = {"model": main.model, "threshold": main.threshold, "relative_threshold": rel, "passage_threshold": cut,
+           "fold": args.fold,
            "targets": TARGETS, "emptied_targets": EMPTIED, "sets": {}}
     others = {name: load(name) for name in args.compare}
     for name, (qs, sc) in data.items():
-        figs = judge(qs, sc, by_threshold(main.threshold, cut))
-        methods = {main.model: curve(qs, sc, [(float(t), by_threshold(float(t), cut)) for t in THRESHOLDS])}
+        figs = judge(qs, sc, by_threshold(main.threshold, cut, rel))
+        methods = {main.model: curve(qs, sc, [(float(t), by_threshold(float(t), cut, rel)) for t in THRESHOLDS]),
+                   f"{main.model} (keep_ratio)": curve(qs, sc, [(float(r), by_ratio(float(r))) for r in KEEP_RATIOS])}
         for other in others.values():
             osc = score(other, qs, args.batch_size)
             grid = COSINE_THRESHOLDS if other.kind == "embed-sim" else THRESHOLDS
@@ -182,8 +191,9 @@ def markdown(res: dict, cmd: str) -> str:
                                                             "NOT met: " + ", ".join(k for k, v in met.items() if not v))])
     cut = res["passage_threshold"]
     out = [f"`{cmd}`",
-           f"Model {res['model']} at its default operating point: threshold {res['threshold']:g}, passage "
-           f"threshold {'none' if cut is None else f'{cut:g}'}; {res['fold']} fold of every set.",
+           f"Model {res['model']} at its default operating point: threshold {res['threshold']:g}, relative "
+           f"threshold {res['relative_threshold'] or 0:g}, passage threshold {'none' if cut is None else f'{cut:g}'}; "
+           f"{res['fold']} fold of every set.",
            md_table(["set", "questions", "metric", "value", "removed", "unanswerable emptied", "target", "verdict"], rows)]
     methods = list(next(iter(res["sets"].values()))["at_removed"])
     eq_rows = [[SHORT[name]] + [" / ".join(_fmt(s["at_removed"][m][str(r)]) for r in AT_REMOVED) for m in methods]
@@ -193,15 +203,16 @@ def markdown(res: dict, cmd: str) -> str:
                + " of characters, each curve interpolated (- : the method never removes that much or that little):\n\n"
                + md_table(["set", *methods], eq_rows))
     if "choice" in res:
-        c_rows = [[c["threshold"], "none" if c["passage_threshold"] is None else c["passage_threshold"],
-                   c["targets_met"], round(c["slack"], 3),
+        c_rows = [[c["threshold"], c["relative_threshold"], "none" if c["passage_threshold"] is None else c["passage_threshold"],
+                   c["quality_held"], c["targets_met"], round(c["slack"], 3),
                    "; ".join(f"{SHORT[n]} {quality_of(f):.2f}/{100 * f['removed']:.0f}%"
                              + (f"/e{100 * f['emptied']:.0f}%" if "emptied" in f else "")
                              for n, f in c["figures"].items())] for c in res["choice"]]
-        n_targets = sum(2 for _ in TARGETS) + len(EMPTIED)
-        out.append(f"Best operating points on the grid (targets met of {n_targets}; slack = shortfall, "
-                   "quality weighted 4x):\n\n"
-                   + md_table(["threshold", "passage threshold", "met", "slack", "quality/removed/emptied per set"], c_rows))
+        n_targets = len(TARGETS) + len(EMPTIED)
+        out.append(f"Best operating points on the grid (sets whose quality target holds; targets met of "
+                   f"{n_targets}; shortfall of removal and emptied):\n\n"
+                   + md_table(["threshold", "relative", "passage threshold", "quality held", "met", "shortfall",
+                               "quality/removed/emptied per set"], c_rows))
     return "\n\n".join(out)
 
 

@@ -129,7 +129,7 @@ def plot_quality_sets(data: dict, path: Path) -> list[str]:
         s = data["sets"][name]
         f = s["figures"]
         metric = "recall" if "recall" in f else "answer_kept"
-        for (method, pts), style in zip(s["curves"].items(), ("-", "--", ":")):
+        for (method, pts), style in zip(s["curves"].items(), ("-", "-.", "--", ":")):
             xy = sorted((p["removed"], p[metric]) for p in pts)
             ax.plot([x for x, _ in xy], [y for _, y in xy], style, lw=2, label=method)
         ax.plot(f["removed"], f[metric], "o", ms=8, color="black", zorder=5, label="default operating point")
@@ -150,8 +150,9 @@ def plot_quality_sets(data: dict, path: Path) -> list[str]:
         ax.axis("off")
     flat[0].legend(fontsize=7, loc="lower left")
     cut = data.get("passage_threshold")
-    finish(fig, flat[:len(names)], f"Every setting at one operating point: threshold {data['threshold']:g}, passage "
-           f"threshold {'none' if cut is None else f'{cut:g}'} (validation folds)", data, path)
+    finish(fig, flat[:len(names)], f"Every setting at one operating point: threshold {data['threshold']:g}, relative "
+           f"{data.get('relative_threshold') or 0:g}, passage threshold {'none' if cut is None else f'{cut:g}'} "
+           "(validation folds)", data, path)
     return lines
 
 

@@ -70,3 +70,31 @@ def cosine_compressor():
     import thresher
 
     return thresher.Compressor.load("minilm-cosine")
+
+
+@pytest.fixture(scope="session")
+def raw_default_dir(tmp_path_factory):
+    """A copy of the default model directory without its calibration and cuts: the heads' raw
+    outputs (sentence keep probabilities, rank logits), as a Provence checkpoint reports them."""
+    import json
+    import shutil
+
+    from thresher.catalogue import resolve
+    from thresher.manifest import MANIFEST
+
+    copy = tmp_path_factory.mktemp("raw-default") / "model"
+    shutil.copytree(resolve("default"), copy)
+    manifest = json.loads((copy / MANIFEST).read_text(encoding="utf-8"))
+    for key in ("calibration", "passage_threshold", "relative_threshold"):
+        manifest.pop(key, None)
+    manifest["rerank_activation"] = "identity"
+    (copy / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    return copy
+
+
+@pytest.fixture(scope="session")
+def logit_compressor(raw_default_dir):
+    """The default network with raw rank logits as rerank scores (rerank_scale "logit")."""
+    import thresher
+
+    return thresher.Compressor.load(raw_default_dir)

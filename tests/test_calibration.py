@@ -1,5 +1,6 @@
-"""Calibrated scores (manifest "calibration") and the passage cut (passage_threshold), on real
-ONNX Runtime sessions of the shipped model and a copy of it with a rewritten manifest."""
+"""Calibrated scores (manifest "calibration"), the relative cut (relative_threshold) and the
+passage cut (passage_threshold), on real ONNX Runtime sessions of the shipped model and a copy
+of it with a rewritten manifest."""
 
 import json
 import shutil
@@ -8,7 +9,6 @@ import numpy as np
 import pytest
 
 import thresher
-from thresher.catalogue import resolve
 from thresher.manifest import MANIFEST
 
 from .conftest import load_jsonl
@@ -19,32 +19,18 @@ def _record():
     return rec["question"], [{"title": t, "text": "".join(s)} for t, s in rec["context"]]
 
 
-@pytest.fixture(scope="module")
-def raw_copy(tmp_path_factory):
-    """The default model with its calibration and passage cut removed: the raw head outputs."""
-    thresher.Compressor.load("default")
-    copy = tmp_path_factory.mktemp("raw") / "model"
-    shutil.copytree(resolve("default"), copy)
-    manifest = json.loads((copy / MANIFEST).read_text())
-    for key in ("calibration", "passage_threshold"):
-        manifest.pop(key, None)
-    manifest["rerank_activation"] = "identity"
-    (copy / MANIFEST).write_text(json.dumps(manifest))
-    return copy
-
-
-def _with(raw_copy, tmp_path, **changes):
+def _with(raw_default_dir, tmp_path, **changes):
     copy = tmp_path / "model"
-    shutil.copytree(raw_copy, copy)
+    shutil.copytree(raw_default_dir, copy)
     manifest = json.loads((copy / MANIFEST).read_text()) | changes
     (copy / MANIFEST).write_text(json.dumps(manifest))
     return thresher.Compressor.load(copy)
 
 
-def test_calibration_maps_scores_through_the_fitted_sigmoid(raw_copy, tmp_path):
+def test_calibration_maps_scores_through_the_fitted_sigmoid(raw_default_dir, tmp_path):
     question, passages = _record()
-    raw = thresher.Compressor.load(raw_copy).compress(question, passages)
-    cal = _with(raw_copy, tmp_path, calibration={"sentence": [0.7, -0.4], "rerank": [0.5, 0.25]})
+    raw = thresher.Compressor.load(raw_default_dir).compress(question, passages)
+    cal = _with(raw_default_dir, tmp_path, calibration={"sentence": [0.7, -0.4], "rerank": [0.5, 0.25]})
     got = cal.compress(question, passages)
     p = np.clip([s.score for r in raw.passages for s in r.sentences], 1e-7, 1 - 1e-7)
     want = 1 / (1 + np.exp(-(0.7 * np.log(p / (1 - p)) - 0.4)))
@@ -72,17 +58,40 @@ def test_passage_cut_empties_exactly_the_passages_below_it(default_compressor):
         assert [s.score for s in g.sentences] == [s.score for s in b.sentences]  # scores are not touched
 
 
-def test_passage_cut_from_the_manifest_is_the_default_and_a_call_overrides_it(raw_copy, tmp_path):
+def test_passage_cut_from_the_manifest_is_the_default_and_a_call_overrides_it(raw_default_dir, tmp_path):
     question, passages = _record()
-    c = _with(raw_copy, tmp_path, passage_threshold=1e9)  # a raw logit never reaches it
+    c = _with(raw_default_dir, tmp_path, passage_threshold=1e9)  # a raw logit never reaches it
     assert c.passage_threshold == 1e9
     assert c.compress(question, passages).compression_rate == 1.0
     assert c.compress(question, passages, passage_threshold=-1e9, threshold=0.0).compression_rate < 0.05
-    assert c.compress(question, passages, keep_ratio=0.5).compression_rate == 1.0  # also in budget mode
+    # an explicit threshold or keep_ratio replaces the model's operating point, cuts included ...
+    assert c.compress(question, passages, threshold=0.0).compression_rate < 0.05
+    assert c.compress(question, passages, keep_ratio=0.5).compression_rate < 0.6
+    # ... unless the call sets a cut itself
+    assert c.compress(question, passages, keep_ratio=0.5, passage_threshold=1e9).compression_rate == 1.0
 
 
-@pytest.mark.parametrize("value, error", [(float("nan"), "passage_threshold must be a finite number"),
-                                          ("0.2", "passage_threshold must be a number")])
-def test_bad_passage_threshold_names_the_field(default_compressor, value, error):
+def test_relative_cut_keeps_what_reaches_its_share_of_the_passage_best(default_compressor):
+    question, passages = _record()
+    base = default_compressor.compress(question, passages, threshold=0.0, relative_threshold=0.0,
+                                       passage_threshold=-1e9)
+    got = default_compressor.compress(question, passages, threshold=0.0, relative_threshold=0.5,
+                                      passage_threshold=-1e9)
+    dropped = 0
+    for b, g in zip(base.passages, got.passages):
+        best = max(s.score for s in b.sentences)
+        assert [s.kept for s in g.sentences] == [s.score >= 0.5 * best for s in b.sentences]
+        assert any(s.kept for s in g.sentences)  # the passage's best sentence always reaches it
+        dropped += sum(not s.kept for s in g.sentences)
+    assert dropped  # the cut did something on this request
+
+
+@pytest.mark.parametrize("options, error", [
+    ({"passage_threshold": float("nan")}, "passage_threshold must be a finite number"),
+    ({"passage_threshold": "0.2"}, "passage_threshold must be a number"),
+    ({"relative_threshold": 1.5}, r"relative_threshold must be in \[0, 1\]"),
+    ({"relative_threshold": 0.2, "keep_ratio": 0.5}, "relative_threshold applies to threshold mode"),
+])
+def test_bad_cut_options_name_the_field(default_compressor, options, error):
     with pytest.raises((TypeError, ValueError), match=error):
-        default_compressor.compress("Who?", ["A sentence."], passage_threshold=value)
+        default_compressor.compress("Who?", ["A sentence."], **options)

@@ -66,11 +66,11 @@ def passages_file(tmp_path_factory):
 def test_compress_imports_no_torch_and_context_output_is_the_pruned_text(passages_file):
     code = ("import sys\nfrom thresher.cli import main\nrc = main(sys.argv[1:])\n"
             "sys.stderr.write(f'TORCH {\"torch\" in sys.modules} RC {rc}')")
-    args = ["compress", "-q", "Who wrote Hamlet?", str(passages_file), "--output", "context"]
+    args = ["compress", "-q", "Who wrote Hamlet?", str(passages_file), "--output", "context", "--threshold", "0.2"]
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, timeout=600)
     assert "TORCH False RC 0" in out.stderr.decode(), out.stderr.decode()[-2000:]
     result = thresher.Compressor.load("default").compress(
-        "Who wrote Hamlet?", json.loads(passages_file.read_text(encoding="utf-8")))
+        "Who wrote Hamlet?", json.loads(passages_file.read_text(encoding="utf-8")), threshold=0.2)
     expected = "\n\n".join(t for t in result.pruned_passages if t.strip())
     assert "Shakespeare" in expected and "Seine" not in expected
     assert out.stdout.decode() == expected + "\n"

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from thresher.scorers.scale import LOGIT, rerank_scale
+from thresher.scorers.scale import LOGIT, PROBABILITY, rerank_scale
 
 from .conftest import load_jsonl
 
@@ -16,15 +16,20 @@ PAIRS = [("Who wrote Hamlet?", "Hamlet is a tragedy. It was written by William S
          ("What do cats do?", {"title": "Cats", "text": "Cats sleep most of the day."})]
 
 
-def test_predict_activations(default_compressor, cosine_compressor):
-    assert default_compressor.rerank_scale == LOGIT == rerank_scale(default_compressor.scorer)
-    raw = default_compressor.score(PAIRS)
-    default = default_compressor.predict(PAIRS)
+def test_predict_activations(logit_compressor, default_compressor, cosine_compressor):
+    assert logit_compressor.rerank_scale == LOGIT == rerank_scale(logit_compressor.scorer)
+    raw = logit_compressor.score(PAIRS)
+    default = logit_compressor.predict(PAIRS)
     assert default.dtype == np.float32 and default.shape == (3,)
     np.testing.assert_allclose(default, 1 / (1 + np.exp(-raw.astype(np.float64))), rtol=1e-6)
     assert ((default > 0) & (default < 1)).all() and default[0] > default[1]
-    np.testing.assert_array_equal(default_compressor.predict(PAIRS, activation_fn="none"), raw)
-    np.testing.assert_array_equal(default_compressor.predict(PAIRS, activation_fn="sigmoid"), default)
+    np.testing.assert_array_equal(logit_compressor.predict(PAIRS, activation_fn="none"), raw)
+    np.testing.assert_array_equal(logit_compressor.predict(PAIRS, activation_fn="sigmoid"), default)
+    # the shipped default's rerank score is already a calibrated probability: no second sigmoid
+    assert default_compressor.rerank_scale == PROBABILITY
+    calibrated = default_compressor.predict(PAIRS)
+    np.testing.assert_array_equal(calibrated, default_compressor.score(PAIRS))
+    assert ((calibrated > 0) & (calibrated < 1)).all() and calibrated[0] > calibrated[1]
     # a cosine is not a logit: the default leaves it as it is
     assert cosine_compressor.rerank_scale == "cosine"
     np.testing.assert_array_equal(cosine_compressor.predict(PAIRS), cosine_compressor.score(PAIRS))

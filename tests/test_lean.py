@@ -92,12 +92,15 @@ def test_cli_help_version_and_compress_work_on_first_use(lean):
     for argv in (["--help"], ["compress", "--help"], ["--version"]):
         out = run([lean["thresher"], *argv], cwd=lean["cwd"], env=lean["env"])
         assert out.returncode == 0, (argv, out.stderr[-2000:])
-    out = run([lean["thresher"], "compress", "-q", QUESTION, "passages.json", "--output", "context"],
-              cwd=lean["cwd"], env=lean["env"])
-    assert out.returncode == 0, out.stderr[-2000:]
-    expected = thresher.Compressor.load("default").compress(QUESTION, PASSAGES).pruned_passages
-    assert out.stdout == "\n\n".join(t for t in expected if t.strip()) + "\n"
-    assert "Shakespeare" in out.stdout and "Seine" not in out.stdout
+    for options in ([], ["--threshold", "0.2"]):  # the default operating point, then a plain threshold
+        out = run([lean["thresher"], "compress", "-q", QUESTION, "passages.json", "--output", "context", *options],
+                  cwd=lean["cwd"], env=lean["env"])
+        assert out.returncode == 0, out.stderr[-2000:]
+        expected = thresher.Compressor.load("default").compress(
+            QUESTION, PASSAGES, threshold=float(options[1]) if options else None).pruned_passages
+        assert out.stdout == "\n\n".join(t for t in expected if t.strip()) + "\n"
+        assert "Shakespeare" in out.stdout
+    assert "Seine" not in out.stdout  # at 0.2 the Paris passage (best sentence 0.045) is dropped
     assert not (lean["home"] / "models").exists()  # loaded from the package, nothing exported
 
 

@@ -70,8 +70,8 @@ def test_sweep_endpoints_on_real_dev_records(quality, default_compressor):
     assert keep_none["recall"] == 0.0 and keep_none["removed"] == 1.0
     mid = quality.evaluate(data, quality.by_threshold(default_compressor.threshold))
     # the offline sweep over batched scores reproduces what compress() returns one at a time
-    rates = [default_compressor.compress(r["question"], quality.hotpot_passages(r)).compression_rate
-             for r in records]
+    rates = [default_compressor.compress(r["question"], quality.hotpot_passages(r),
+                                         threshold=default_compressor.threshold).compression_rate for r in records]
     assert mid["removed"] == pytest.approx(float(np.mean(rates)), abs=1e-9)
     half = quality.evaluate(data, quality.by_ratio(0.5))
     assert 0.3 < half["removed"] < 0.7
@@ -106,7 +106,7 @@ def test_every_setting_is_judged_by_the_engines_rules(name, default_compressor):
     if "emptied" in nothing:
         assert nothing["emptied"] == 1.0 and everything["emptied"] == 0.0
     t, cut = default_compressor.threshold, default_compressor.passage_threshold
-    at = sets.judge(qs, scored, quality.by_threshold(t, cut))
+    at = sets.judge(qs, scored, quality.by_threshold(t, cut, default_compressor.relative_threshold))
     answerable = [q for q in qs if q.answerable]
     rates = [default_compressor.compress(q.question, q.passages).compression_rate for q in answerable]
     assert at["removed"] == pytest.approx(float(np.mean(rates)), abs=1e-9)

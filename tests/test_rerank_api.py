@@ -8,11 +8,16 @@ import httpx
 import numpy as np
 import pytest
 
-from thresher.scorers.scale import sigmoid
+from thresher.scorers.scale import PROBABILITY, sigmoid, unit_scores
 from thresher.server.settings import Settings
 
 from .conftest import load_jsonl
 from .test_server import serve
+
+
+def unit(scores):
+    """What the 0..1 front doors return for the default model: its calibrated probability as is."""
+    return unit_scores(scores, PROBABILITY)
 
 QUERY = "Who wrote Hamlet?"
 TEXTS = ["Cats sleep a lot.", "Hamlet is a tragedy. It was written by William Shakespeare.",
@@ -39,12 +44,22 @@ def test_tei_rerank_scores(url, default_compressor, hotpot):
     assert raw == [{"index": d["corpus_id"], "score": d["score"], "text": d["text"]} for d in local]
     squashed = httpx.post(f"{url}/rerank", json={"query": query, "texts": texts}).json()
     assert [s["index"] for s in squashed] == [d["corpus_id"] for d in local]  # best first
-    np.testing.assert_allclose([s["score"] for s in squashed], sigmoid([d["score"] for d in local]), rtol=1e-6)
+    # the default's rerank score is a calibrated probability already: TEI's 0..1 score is that score
+    np.testing.assert_allclose([s["score"] for s in squashed], [d["score"] for d in local], rtol=1e-6)
     assert all(0 < s["score"] < 1 and "text" not in s for s in squashed)
     # truncate is accepted and changes nothing: thresher scores long texts in blocks
     kept = httpx.post(f"{url}/rerank", json={"query": query, "texts": texts, "truncate": True,
                                              "truncation_direction": "Left"}).json()
     assert kept == squashed
+
+
+def test_tei_rerank_squashes_a_logit_scale(logit_compressor, hotpot):
+    query, texts = hotpot
+    local = logit_compressor.rank(query, texts)
+    with serve(logit_compressor) as (base, _):
+        squashed = httpx.post(f"{base}/rerank", json={"query": query, "texts": texts}).json()
+    assert [s["index"] for s in squashed] == [d["corpus_id"] for d in local]
+    np.testing.assert_allclose([s["score"] for s in squashed], sigmoid([d["score"] for d in local]), rtol=1e-6)
 
 
 @pytest.mark.parametrize("body, needle", [
@@ -67,7 +82,7 @@ def test_info_and_embed_on_a_reranker(url, default_compressor):
     assert info["model_id"] == default_compressor.model and "reranker" in info["model_type"]
     assert info["max_client_batch_size"] == Settings().limits.max_passages  # texts per request
     assert info["max_input_length"] == default_compressor.scorer.max_length
-    assert info["thresher"] == {"kind": "encoder-pruner", "rerank_scale": "logit", "never_truncates": True}
+    assert info["thresher"] == {"kind": "encoder-pruner", "rerank_scale": "probability", "never_truncates": True}
     r = httpx.post(f"{url}/embed", json={"inputs": "hello"})
     assert r.status_code == 422 and "has no text embeddings" in r.json()["error"]
 
@@ -94,8 +109,8 @@ def test_cohere_shape(url, default_compressor, hotpot):
                                                 "top_n": 3, "return_documents": True}).json()
     local = default_compressor.rank(query, texts, top_k=3)
     assert [r["index"] for r in body["results"]] == [d["corpus_id"] for d in local]
-    np.testing.assert_allclose([r["relevance_score"] for r in body["results"]],
-                               sigmoid([d["score"] for d in local]), rtol=1e-6)
+    np.testing.assert_allclose([r["relevance_score"] for r in body["results"]],  # calibrated already
+                               [d["score"] for d in local], rtol=1e-6)
     for r in body["results"]:
         given = documents[r["index"]]
         assert r["document"] == (given if isinstance(given, dict) else {"text": given})
@@ -119,7 +134,7 @@ def test_haystack_tei_ranker(url, default_compressor, hotpot):
         ranked = ranker.run(query=query, documents=docs)["documents"]
         assert [d.content for d in ranked] == [texts[d["corpus_id"]] for d in local]
         want = [d["score"] for d in local]
-        np.testing.assert_allclose([d.score for d in ranked], want if raw else sigmoid(want), rtol=1e-6)
+        np.testing.assert_allclose([d.score for d in ranked], want if raw else unit(want), rtol=1e-6)
     async_ranked = asyncio.run(HuggingFaceTEIRanker(url=url, top_k=3).run_async(query=query, documents=docs))
     assert [d.content for d in async_ranked["documents"]] == [texts[d["corpus_id"]] for d in local]
     from haystack.components.rankers.hugging_face_tei import TruncationDirection
@@ -138,7 +153,7 @@ def test_llamaindex_tei_postprocessor(url, default_compressor, hotpot):
     got = TextEmbeddingInference(base_url=url, top_n=4).postprocess_nodes(nodes, QueryBundle(query))
     local = default_compressor.rank(query, texts, top_k=4)
     assert [n.node.text for n in got] == [texts[d["corpus_id"]] for d in local]
-    np.testing.assert_allclose([n.score for n in got], sigmoid([d["score"] for d in local]), rtol=1e-6)
+    np.testing.assert_allclose([n.score for n in got], unit([d["score"] for d in local]), rtol=1e-6)
 
 
 def test_cohere_clients(url, default_compressor, hotpot):
@@ -151,7 +166,7 @@ def test_cohere_clients(url, default_compressor, hotpot):
     assert [r.index for r in answer.results] == [d["corpus_id"] for d in local]
     assert [r.document.text for r in answer.results] == [texts[d["corpus_id"]] for d in local]
     np.testing.assert_allclose([r.relevance_score for r in answer.results],
-                               sigmoid([d["score"] for d in local]), rtol=1e-6)
+                               unit([d["score"] for d in local]), rtol=1e-6)
     v2 = cohere.ClientV2(api_key="unused", base_url=url)
     answer2 = v2.rerank(model="thresher", query=query, documents=texts, top_n=2)
     assert [(r.index, r.relevance_score) for r in answer2.results] == [(r.index, r.relevance_score)

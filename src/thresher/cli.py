@@ -81,7 +81,7 @@ def _compress(args: argparse.Namespace) -> int:
     passages = read_passages(args.passages, args.format)
     c = Compressor.load(args.model)
     result = c.compress(args.question, passages, threshold=args.threshold, keep_ratio=args.keep_ratio,
-                        passage_threshold=args.passage_threshold,
+                        relative_threshold=args.relative_threshold, passage_threshold=args.passage_threshold,
                         top_k=args.top_k, reorder=args.reorder)
     if args.output == "json":
         print(json.dumps(result.to_dict(), ensure_ascii=False))
@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-m", "--model", default="default", help="model name, model directory or checkpoint")
     p.add_argument("--threshold", type=float, help="keep sentences scoring above this (default: the model's)")
     p.add_argument("--keep-ratio", type=float, help="keep the best-scoring sentences up to this share of characters")
+    p.add_argument("--relative-threshold", type=float,
+                   help="also drop sentences below this fraction of their passage's best score (default: the model's)")
     p.add_argument("--passage-threshold", type=float,
                    help="passages whose rerank score is below this keep nothing (default: the model's)")
     p.add_argument("--top-k", type=int, help="keep only the k passages with the best rerank scores")

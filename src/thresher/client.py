@@ -119,7 +119,7 @@ class Client(_Base):
         self._http.close()
 
     def compress(self, question: str, passages: Sequence[str | Mapping[str, Any]], **options: Any) -> CompressionResult:
-        """One request; options: threshold, keep_ratio, passage_threshold, top_k, reorder."""
+        """One request; options: threshold, keep_ratio, relative_threshold, passage_threshold, top_k, reorder."""
         body = self._compress_body(question, passages, options)
         return self._results([body], [self._call("POST", "/v1/compress", body)])[0]
 

@@ -79,6 +79,12 @@ class Compressor(FieldCalls):
         sentence (None: no cut)."""
         return getattr(self._scorer, "passage_threshold", None)
 
+    @property
+    def relative_threshold(self) -> float | None:
+        """The model's default relative cut in threshold mode: a sentence must also score at least
+        this fraction of its passage's best score (None: no relative cut)."""
+        return getattr(self._scorer, "relative_threshold", None)
+
     def validate(self, question: object, passages: object, **options: Any) -> Request:
         """Check one request against this instance's limits and the model's question length
         (TypeError/ValueError naming the field) and return it in normal form, for
@@ -96,8 +102,8 @@ class Compressor(FieldCalls):
 
     def compress(self, question: str, passages: Sequence[str | Mapping[str, str]], *,
                  threshold: float | None = None, keep_ratio: float | None = None,
-                 passage_threshold: float | None = None, top_k: int | None = None,
-                 reorder: bool = False) -> CompressionResult:
+                 relative_threshold: float | None = None, passage_threshold: float | None = None,
+                 top_k: int | None = None, reorder: bool = False) -> CompressionResult:
         """Prune `passages` for `question`.
 
         Args:
@@ -106,13 +112,18 @@ class Compressor(FieldCalls):
             threshold: keep sentences scoring >= threshold (default: the model's).
             keep_ratio: instead of a threshold, keep the best sentences up to this fraction of
                 characters (0 < keep_ratio <= 1).
-            passage_threshold: passages whose rerank score is below it keep no sentence
-                (default: the model's; 0 turns the cut off where rerank scores are probabilities).
+            relative_threshold: in threshold mode, also drop sentences scoring below this fraction
+                of their passage's best score.
+            passage_threshold: passages whose rerank score is below it keep no sentence.
+            With neither threshold nor keep_ratio the model's default operating point applies
+            (threshold and both cuts, each replaced where given); with either, exactly what is
+            given: threshold=t keeps every sentence scoring >= t.
             top_k: keep only the k passages with the highest rerank score.
             reorder: return passages best first by rerank score instead of input order.
         """
         request = self.validate(question, passages, threshold=threshold, keep_ratio=keep_ratio,
-                                passage_threshold=passage_threshold, top_k=top_k, reorder=reorder)
+                                relative_threshold=relative_threshold, passage_threshold=passage_threshold,
+                                top_k=top_k, reorder=reorder)
         return self.compress_validated([request])[0]
 
     def compress_batch(self, items: Iterable[Mapping[str, Any] | tuple], *, progress: bool | None = None,

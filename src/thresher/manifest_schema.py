@@ -108,6 +108,9 @@ def check_fields(manifest: Any, where: str) -> None:
         pt = manifest.get("passage_threshold")
         if pt is not None and (isinstance(pt, bool) or not isinstance(pt, (int, float)) or not math.isfinite(pt)):
             raise ValueError(f"{where}: passage_threshold must be a finite number or null, got {pt!r:.80}")
+        rt = manifest.get("relative_threshold")
+        if rt is not None and (isinstance(rt, bool) or not isinstance(rt, (int, float)) or not 0 <= rt <= 1):
+            raise ValueError(f"{where}: relative_threshold must be a number in [0, 1] or null, got {rt!r:.80}")
     for key in ("options", "prompt", "source"):
         if key in manifest and not isinstance(manifest[key], dict):
             raise ValueError(f"{where}: {key} must be a mapping, got {type(manifest[key]).__name__}")

@@ -13,6 +13,7 @@ def _batch(args: argparse.Namespace) -> int:
     from thresher import Compressor
 
     options = {k: v for k, v in (("threshold", args.threshold), ("keep_ratio", args.keep_ratio),
+                                 ("relative_threshold", args.relative_threshold),
                                  ("passage_threshold", args.passage_threshold), ("top_k", args.top_k))
                if v is not None}
     if args.reorder:
@@ -57,6 +58,8 @@ def register(subparsers) -> None:
                    help="run on Ray Data with this many actors (one Compressor each); 0 = this process")
     p.add_argument("--threshold", type=float, help="default keep threshold for requests that set none")
     p.add_argument("--keep-ratio", type=float, help="default keep ratio (instead of a threshold)")
+    p.add_argument("--relative-threshold", type=float,
+                   help="default: also drop sentences below this fraction of their passage's best score")
     p.add_argument("--passage-threshold", type=float,
                    help="default: passages whose rerank score is below this keep nothing")
     p.add_argument("--top-k", type=int, help="default: keep only the k best passages per request")

@@ -15,13 +15,24 @@ from thresher.engine.timing import timed
 
 
 def select(request: Request, spans: tuple[np.ndarray, ...], scores: Scores, scorer: Scorer):
-    """Keep flags per passage: threshold mode, or keep_ratio over the whole request; then the
-    passage cut (passages whose rerank score is below passage_threshold keep nothing)."""
+    """Keep flags per passage: threshold mode (score >= threshold and >= relative_threshold x the
+    passage's best score), or keep_ratio over the whole request; then the passage cut (passages
+    whose rerank score is below passage_threshold keep nothing).
+
+    A request without threshold and keep_ratio gets the model's whole operating point (threshold,
+    relative and passage cuts). One that sets threshold or keep_ratio gets exactly that, plus only
+    the cuts it sets itself: threshold=t means score >= t, as everywhere else."""
     opts = request.options
-    cut = getattr(scorer, "passage_threshold", None) if opts.passage_threshold is None else opts.passage_threshold
+    model_point = opts.threshold is None and opts.keep_ratio is None
+    relative, cut = opts.relative_threshold, opts.passage_threshold
+    if model_point:
+        relative = getattr(scorer, "relative_threshold", None) if relative is None else relative
+        cut = getattr(scorer, "passage_threshold", None) if cut is None else cut
     if opts.keep_ratio is None:
         threshold = scorer.threshold if opts.threshold is None else opts.threshold
         keep = [keep_by_threshold(s, threshold) for s in scores.sentences]
+        if relative:  # scores >= 0 (probabilities) for the models that set one
+            keep = [k & (s >= relative * s.max(initial=0.0)) for k, s in zip(keep, scores.sentences)]
     else:
         counts = [s.shape[0] for s in scores.sentences]
         if not sum(counts):

@@ -79,14 +79,19 @@ class Options:
     threshold: keep a sentence whose score is >= threshold (model default when None).
     keep_ratio: budget mode instead of a threshold: keep the best-scoring sentences until this
         fraction of the request's passage characters is kept (0 < keep_ratio <= 1).
-    passage_threshold: a passage whose rerank score is below it keeps no sentence (model default
-        when None; 0 turns the cut off for a model whose rerank score is a probability).
+    relative_threshold: threshold mode also drops a sentence scoring below this fraction of the
+        best score in its passage.
+    passage_threshold: a passage whose rerank score is below it keeps no sentence.
+    Without threshold and keep_ratio a request gets the model's whole default operating point
+    (its threshold and cuts; an option set here replaces the model's); with either, only the cuts
+    given here apply (engine.pipeline.select).
     top_k: with reorder, keep only the k passages with the highest rerank score.
     reorder: return passages sorted by rerank score (best first) instead of input order.
     """
 
     threshold: float | None = None
     keep_ratio: float | None = None
+    relative_threshold: float | None = None
     passage_threshold: float | None = None
     top_k: int | None = None
     reorder: bool = False
@@ -100,6 +105,12 @@ class Options:
                 raise ValueError(f"keep_ratio must be in (0, 1], got {self.keep_ratio}")
             if self.threshold is not None:
                 raise ValueError("give either threshold or keep_ratio, not both")
+        if self.relative_threshold is not None:
+            _finite_number("relative_threshold", self.relative_threshold)
+            if not 0.0 <= self.relative_threshold <= 1.0:
+                raise ValueError(f"relative_threshold must be in [0, 1], got {self.relative_threshold}")
+            if self.keep_ratio is not None:
+                raise ValueError("relative_threshold applies to threshold mode; give it or keep_ratio, not both")
         if self.passage_threshold is not None:
             _finite_number("passage_threshold", self.passage_threshold)
         if self.top_k is not None:

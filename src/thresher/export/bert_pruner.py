@@ -89,7 +89,8 @@ def load_trained_pruner(run_dir: str | Path) -> tuple[BertPrunerNet, dict, Path,
 def export_bert_pruner(net: BertPrunerNet, config: dict, tokenizer_json: str | Path, out_dir: str | Path, *,
                        threshold: float, precision: str = "int8", max_length: int = 256,
                        segmenter: str = "rules", name: str = "", source: dict | None = None,
-                       calibration: dict | None = None, passage_threshold: float | None = None) -> Path:
+                       calibration: dict | None = None, passage_threshold: float | None = None,
+                       relative_threshold: float | None = None) -> Path:
     """Write out_dir/{model.onnx, tokenizer.json, thresher.json}; returns out_dir.
 
     precision: "fp32" | "int8" | "fp16" (export/pruner_graph.py checks each against torch).
@@ -113,11 +114,12 @@ def export_bert_pruner(net: BertPrunerNet, config: dict, tokenizer_json: str | P
         "threshold": float(threshold),
         "threshold_rule": "strictly-above",
         "segmenter": segmenter,
-        "rerank_activation": "identity",
+        "rerank_activation": "sigmoid" if calibration and "rerank" in calibration else "identity",
         "options": {"aggregation": "mean", "title": "given", "always_select_title": False,
                     "rerank_blocks": "max", "sentence_joiner": None},
         **({"calibration": calibration} if calibration else {}),
         **({"passage_threshold": float(passage_threshold)} if passage_threshold is not None else {}),
+        **({"relative_threshold": float(relative_threshold)} if relative_threshold is not None else {}),
         "exporter_version": __version__,
         **extra,
         "files": ["model.onnx", "tokenizer.json"],

@@ -31,7 +31,9 @@ What one passage goes through (the semantics of Provence's `process()`):
    are mapped through sigmoid(scale * logit + shift), fitted on validation data pooled over
    single- and multi-passage sets, so a score is the probability that the sentence (passage) is
    needed, and one threshold means the same whatever the retriever returned. The manifest's
-   "passage_threshold" is then a probability too (pipeline.select applies it).
+   "passage_threshold" is then a probability too; it and "relative_threshold" (a sentence must
+   also reach this fraction of its passage's best score) are the model's default operating
+   point, applied by pipeline.select.
 """
 
 from __future__ import annotations
@@ -138,8 +140,9 @@ class EncoderPrunerScorer:
         self._rerank_calibration = calibration.get("rerank")
         if self._rerank_calibration:
             self.rerank_activation = "sigmoid"  # a calibrated probability
-        pt = manifest.get("passage_threshold")
+        pt, rt = manifest.get("passage_threshold"), manifest.get("relative_threshold")
         self.passage_threshold = None if pt is None else float(pt)
+        self.relative_threshold = None if rt is None else float(rt)
         # Provence's process() joins kept sentences with one space; thresher's own trained pruner
         # sets null in its manifest: the engine's byte-exact runs of original text.
         self.sentence_joiner = defaults.get("sentence_joiner", " ")

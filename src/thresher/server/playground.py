@@ -45,6 +45,8 @@ async def info(request: Request) -> Response:
         "model": compressor.model,
         "kind": compressor.kind,
         "threshold": compressor.threshold,
+        "relative_threshold": compressor.relative_threshold,
+        "passage_threshold": compressor.passage_threshold,
         "sentence_joiner": getattr(compressor.scorer, "sentence_joiner", None),
         "auth_required": service.settings.api_key is not None,
         "max_passages": service.settings.max_passages,

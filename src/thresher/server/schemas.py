@@ -30,6 +30,8 @@ COMPRESS_ITEM = {
         "threshold": {**_NUMBER_OR_NULL, "description": "keep sentences scoring >= threshold"},
         "keep_ratio": {**_NUMBER_OR_NULL, "description": "keep the best sentences up to this fraction "
                                                          "of characters, in (0, 1]"},
+        "relative_threshold": {**_NUMBER_OR_NULL, "description": "threshold mode: also drop sentences below this "
+                                                                  "fraction of their passage's best score"},
         "passage_threshold": {**_NUMBER_OR_NULL, "description": "passages whose rerank score is below "
                                                                 "this keep no sentence (default: the model's)"},
         "top_k": {"type": ["integer", "null"], "minimum": 1},

@@ -58,12 +58,23 @@ function prunedText(chars, sentences, keep, joiner) {
 }
 
 // Keep flags per passage; keep_ratio is over the whole request, as in engine.pipeline.select.
-function selectKeep(passages, mode, value) {
+// The model's default operating point adds two cuts: in threshold mode a sentence must also reach
+// `relative` x its passage's best score (0 = none), and a passage whose rerank score is below `cut`
+// keeps nothing (null = none).
+function selectKeep(passages, mode, value, relative = 0, cut = null) {
   const scores = passages.flatMap((p) => p.sentences.map((s) => s.score));
   const flat = mode === "threshold" ? keepByThreshold(scores, value)
     : keepByRatio(scores, passages.flatMap((p) => p.sentences.map((s) => s.end - s.start)), value);
   let at = 0;
-  return passages.map((p) => flat.slice(at, (at += p.sentences.length)));
+  return passages.map((p) => {
+    let keep = flat.slice(at, (at += p.sentences.length));
+    if (mode === "threshold" && relative) {
+      const best = Math.max(0, ...p.sentences.map((s) => s.score));
+      keep = keep.map((k, i) => k && p.sentences[i].score >= relative * best);
+    }
+    if (cut !== null && cut !== undefined && p.rerank_score !== null && p.rerank_score < cut) keep = keep.map(() => false);
+    return keep;
+  });
 }
 
 // engine.result.assemble with reorder=True: stable sort by rerank score, best first.
@@ -78,7 +89,9 @@ function rerankOrder(passages) {
 
 // ---- Page state ----
 
-const state = { info: null, presets: [], request: null, result: null, chars: [], keep: [], steps: [] };
+// `point`: the model's relative and passage cuts, which apply (as in the API) until the user picks a
+// threshold or keep ratio of their own; then the page shows exactly that, like compress(threshold=t).
+const state = { info: null, presets: [], request: null, result: null, chars: [], keep: [], steps: [], point: null };
 const $ = (id) => document.getElementById(id);
 
 function parsePassages(text) {
@@ -171,7 +184,8 @@ function applySelection() {
   if (!state.result) return;
   const { mode, value } = currentSelection();
   if (!Number.isFinite(value)) return;
-  state.keep = selectKeep(state.result.passages, mode, value);
+  const point = state.point || { relative: 0, cut: null };
+  state.keep = selectKeep(state.result.passages, mode, value, point.relative, point.cut);
   for (const span of document.querySelectorAll("#passage-list .s")) {
     const kept = state.keep[Number(span.dataset.passage)][Number(span.dataset.sentence)];
     span.classList.toggle("kept", kept);
@@ -183,7 +197,10 @@ function applySelection() {
   }
   const nKept = state.keep.flat().filter(Boolean).length;
   const nAll = state.keep.flat().length;
-  const rule = mode === "threshold" ? `score ≥ ${value}` : `keep ratio ${value}`;
+  let rule = mode === "threshold" ? `score ≥ ${value}` : `keep ratio ${value}`;
+  if (state.point && mode === "threshold" && state.point.relative) {
+    rule += ` and ≥ ${state.point.relative} × its passage's best: the model's default`;
+  }
   $("summary").textContent = `${(100 * compressionRate()).toFixed(1)}% of characters removed · `
     + `${nKept} of ${nAll} sentences kept (${rule}) · model ${state.result.model}`;
   $("context").value = prunedContext();
@@ -191,6 +208,8 @@ function applySelection() {
 
 function showResult(result) {
   state.result = result;
+  // a fresh run shows the API's answer: the default operating point when no option was picked
+  state.point = state.custom ? null : { relative: state.info.relative_threshold || 0, cut: state.info.passage_threshold };
   state.chars = state.request.passages.map((p) => [...p.text]);
   state.steps = [...new Set(result.passages.flatMap((p) => p.sentences.map((s) => s.score)))].sort((a, b) => a - b);
   const slider = $("threshold");
@@ -262,19 +281,26 @@ function linkThreshold() {
   slider.addEventListener("input", () => {
     box.value = String(thresholdAt(slider.value));
     $("mode-threshold").checked = true;
-    applySelection();
+    custom();
   });
   box.addEventListener("input", () => {
     if (state.steps.length) slider.value = String(positionOf(Number(box.value)));
     $("mode-threshold").checked = true;
-    applySelection();
+    custom();
   });
+}
+
+// The user picked a threshold or ratio: from now on the page shows exactly that rule.
+function custom() {
+  state.custom = true;
+  state.point = null;
+  applySelection();
 }
 
 function linkRatio() {
   const slider = $("ratio"), box = $("ratio-value");
-  slider.addEventListener("input", () => { box.value = slider.value; $("mode-ratio").checked = true; applySelection(); });
-  box.addEventListener("input", () => { slider.value = box.value; $("mode-ratio").checked = true; applySelection(); });
+  slider.addEventListener("input", () => { box.value = slider.value; $("mode-ratio").checked = true; custom(); });
+  box.addEventListener("input", () => { slider.value = box.value; $("mode-ratio").checked = true; custom(); });
 }
 
 async function start() {
@@ -292,7 +318,7 @@ async function start() {
   $("request-form").addEventListener("submit", run);
   linkThreshold();
   linkRatio();
-  for (const id of ["mode-threshold", "mode-ratio"]) $(id).addEventListener("change", applySelection);
+  for (const id of ["mode-threshold", "mode-ratio"]) $(id).addEventListener("change", custom);
   $("reorder").addEventListener("change", () => { renderPassages(); applySelection(); });
   $("copy").addEventListener("click", copyContext);
   document.body.dataset.ready = "true";
