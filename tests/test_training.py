@@ -123,15 +123,20 @@ def _save(state):
 
 def test_train_writes_a_verified_run_and_refuses_a_tampered_delta(tmp_path):
     from thresher.export.bert_pruner import load_trained_pruner
-    from thresher.training.train import TrainConfig, train
+    from thresher.training.train import SELECTION_REMOVED, TrainConfig, train
 
     load_jsonl("hotpotqa_distractor", limit=1)
     caps = {"hotpotqa_distractor": 8, "2wikimultihopqa": 2, "hotpotqa_fullwiki_dev": 2, "clapnq": 4, "squad": 10,
             "nq_open_oracle": 4}
-    record = train(TrainConfig(data_dir=str(DATA), epochs=1, max_questions=caps, batch_tokens=2048), tmp_path)
-    assert record["history"][0]["epoch"] == 1 and np.isfinite(record["history"][0]["train_loss"])
+    record = train(TrainConfig(data_dir=str(DATA), epochs=1, max_questions=caps, batch_tokens=2048, layers=2),
+                   tmp_path)
+    first = record["history"][0]
+    assert first["epoch"] == 1 and np.isfinite(first["train_loss"])
+    assert set(first["val_recall_at_removed"]) <= set(SELECTION_REMOVED) and 0 <= first["val_mean"] <= 1
+    assert (tmp_path / "epoch-1.safetensors").is_file()  # every epoch's delta is kept
     assert json.loads((tmp_path / "train.json").read_text())["delta_sha256"] == record["delta_sha256"]
-    load_trained_pruner(tmp_path)
+    net, config, _, _ = load_trained_pruner(tmp_path)
+    assert len(net.bert.layers) == config["num_hidden_layers"] == 2  # the run's --layers is rebuilt
     raw = bytearray((tmp_path / "delta.safetensors").read_bytes())
     raw[-1] ^= 1
     (tmp_path / "delta.safetensors").write_bytes(bytes(raw))
