@@ -90,8 +90,17 @@ def test_relative_cut_keeps_what_reaches_its_share_of_the_passage_best(default_c
     ({"passage_threshold": float("nan")}, "passage_threshold must be a finite number"),
     ({"passage_threshold": "0.2"}, "passage_threshold must be a number"),
     ({"relative_threshold": 1.5}, r"relative_threshold must be in \[0, 1\]"),
-    ({"relative_threshold": 0.2, "keep_ratio": 0.5}, "relative_threshold applies to threshold mode"),
 ])
 def test_bad_cut_options_name_the_field(default_compressor, options, error):
     with pytest.raises((TypeError, ValueError), match=error):
         default_compressor.compress("Who?", ["A sentence."], **options)
+
+
+def test_a_default_relative_cut_merges_with_an_items_keep_ratio(default_compressor):
+    """compress_batch / batch jobs merge job-wide options under each item's: a job-wide relative
+    cut must not refuse an item in budget mode (it has no effect there)."""
+    question, passages = _record()
+    got = default_compressor.compress_batch([{"question": question, "passages": passages, "keep_ratio": 0.5}],
+                                            relative_threshold=0.3, progress=False)[0]
+    want = default_compressor.compress(question, passages, keep_ratio=0.5)
+    assert [p.pruned_text for p in got.passages] == [p.pruned_text for p in want.passages]

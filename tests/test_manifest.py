@@ -123,6 +123,8 @@ def test_a_corrupted_graph_is_refused_even_when_files_omits_it(model_copy):
     ({"passage_threshold": "0.2"}, "passage_threshold must be a finite number or null"),
     ({"passage_threshold": float("inf")}, "passage_threshold must be a finite number or null"),
     ({"relative_threshold": 1.5}, r"relative_threshold must be a number in \[0, 1\] or null"),
+    ({"passage_threshold": 10**400}, "passage_threshold must be a finite number or null"),
+    ({"threshold": 10**400}, "threshold must be a finite number"),
     ({"files": {"model.onnx": "x" * 64, "tokenizer.json": "0" * 64}}, r"files\['model.onnx'\] must be a sha256"),
 ])
 def test_every_field_is_checked_with_a_clear_value_error(model_copy, changes, message):

@@ -22,6 +22,14 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _IDS = ("pad_id", "yes_id", "no_id", "eos_id")
 
 
+def _finite(value: int | float) -> bool:
+    """math.isfinite without the OverflowError of a huge JSON integer."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _int(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r:.80}")
@@ -59,7 +67,7 @@ def check_calibration(calibration: Any, where: str) -> None:
                          f"got {calibration!r:.80}")
     for key, pair in calibration.items():
         if (not isinstance(pair, list) or len(pair) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pair)
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v) for v in pair)
                 or pair[0] <= 0):
             raise ValueError(f"{where}: calibration.{key} must be [scale > 0, shift], finite numbers, "
                              f"got {pair!r:.80}")
@@ -91,7 +99,7 @@ def check_fields(manifest: Any, where: str) -> None:
     if kind in THRESHOLD_RANGE:
         threshold, (lo, hi) = manifest.get("threshold"), THRESHOLD_RANGE[kind]
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not (
-                math.isfinite(threshold) and lo <= threshold <= hi):
+                _finite(threshold) and lo <= threshold <= hi):
             raise ValueError(f"{where}: threshold must be a finite number in [{lo}, {hi}] for {kind}, "
                              f"got {threshold!r:.80}")
     if kind in ("embed-sim", "encoder-pruner"):
@@ -106,7 +114,7 @@ def check_fields(manifest: Any, where: str) -> None:
     if kind == "encoder-pruner":
         check_calibration(manifest.get("calibration"), where)
         pt = manifest.get("passage_threshold")
-        if pt is not None and (isinstance(pt, bool) or not isinstance(pt, (int, float)) or not math.isfinite(pt)):
+        if pt is not None and (isinstance(pt, bool) or not isinstance(pt, (int, float)) or not _finite(pt)):
             raise ValueError(f"{where}: passage_threshold must be a finite number or null, got {pt!r:.80}")
         rt = manifest.get("relative_threshold")
         if rt is not None and (isinstance(rt, bool) or not isinstance(rt, (int, float)) or not 0 <= rt <= 1):

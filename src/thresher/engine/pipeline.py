@@ -31,8 +31,9 @@ def select(request: Request, spans: tuple[np.ndarray, ...], scores: Scores, scor
     if opts.keep_ratio is None:
         threshold = scorer.threshold if opts.threshold is None else opts.threshold
         keep = [keep_by_threshold(s, threshold) for s in scores.sentences]
-        if relative:  # scores >= 0 (probabilities) for the models that set one
-            keep = [k & (s >= relative * s.max(initial=0.0)) for k, s in zip(keep, scores.sentences)]
+        if relative:  # a share of the passage's best score; a best <= 0 (cosines) cuts nothing
+            keep = [k & ((s.max(initial=0.0) <= 0) | (s >= relative * s.max(initial=0.0)))
+                    for k, s in zip(keep, scores.sentences)]
     else:
         counts = [s.shape[0] for s in scores.sentences]
         if not sum(counts):

@@ -109,8 +109,8 @@ class Options:
             _finite_number("relative_threshold", self.relative_threshold)
             if not 0.0 <= self.relative_threshold <= 1.0:
                 raise ValueError(f"relative_threshold must be in [0, 1], got {self.relative_threshold}")
-            if self.keep_ratio is not None:
-                raise ValueError("relative_threshold applies to threshold mode; give it or keep_ratio, not both")
+            # with keep_ratio it has no effect (budget mode ranks the whole request), so a batch
+            # job's default relative_threshold merges with an item's keep_ratio without an error
         if self.passage_threshold is not None:
             _finite_number("passage_threshold", self.passage_threshold)
         if self.top_k is not None:

@@ -10,7 +10,7 @@ from thresher.engine.segment import DEFAULT_SEGMENTER
 from thresher.export.configs import is_causal_lm_config, is_provence_config
 
 # Default threshold of a bi-encoder (embed-sim) export. Chosen on hotpotqa_distractor/dev.jsonl
-# (221 questions) by benchmarks/quality.py --model minilm-cosine: the largest threshold (0.01
+# (221 questions) by benchmarks/quality_sweep.py --model minilm-cosine: the largest threshold (0.01
 # grid) whose recall is >= 0.85.
 COSINE_THRESHOLD = 0.31
 

@@ -151,6 +151,9 @@ def train(config: TrainConfig, out_dir: str | Path, progress=None) -> dict:
     train_ex = [e for e in folds["train"] for _ in range(config.repeats.get(e.source, 1))]
     train_enc = encode(tok, train_ex, config.max_length, cls, sep)
     val_ex = [e for e in folds["validation"] if e.source in SELECTION_REMOVED]
+    if not val_ex:
+        raise ValueError(f"no validation questions from any of {sorted(SELECTION_REMOVED)} under {config.data_dir}: "
+                         "nothing to choose an epoch by")
     val_enc = encode(tok, val_ex, config.max_length, cls, sep)
     device = "cuda" if torch.cuda.is_available() else "cpu"  # a GPU when there is one
     params = add_adapters(net, config.rank, config.alpha)
