@@ -92,7 +92,7 @@ def quality_panel(ax, data: dict, label: str) -> list[str]:
         ax.plot([x for x, _ in pts], [y for _, y in pts], style, lw=2, label=name)
     default = min(data["threshold_curve"], key=lambda p: abs(p["threshold"] - data["model_threshold"]))
     ax.plot(default["removed"], default["recall"], "o", ms=9, color="black", zorder=5,
-            label=f"default threshold {data['model_threshold']:g}")
+            label=f"threshold {data['model_threshold']:g} alone (the model's when this ran)")
     chosen = data["chosen"]
     ax.plot(chosen["removed"], chosen["recall"], "s", ms=8, mfc="none", mec="crimson", mew=2, zorder=5,
             label=f"operating point for recall {data['target_recall']:g} (t={chosen['threshold']:g})")
@@ -102,8 +102,8 @@ def quality_panel(ax, data: dict, label: str) -> list[str]:
     cos = data["compared"][COSINE]["recall_at_removed"]
     bm = data["compared"][BM25]["recall_at_removed"]
     return [f"{label}: at {100 * data['compare_at_removed']:.0f}% removed, recall {chosen['recall']:.3f} "
-            f"(default model) vs {cos:.3f} ({COSINE}) vs {bm:.3f} (BM25); default threshold "
-            f"{data['model_threshold']:g} keeps recall {default['recall']:.3f} at {100 * default['removed']:.0f}% removed."]
+            f"(default model) vs {cos:.3f} ({COSINE}) vs {bm:.3f} (BM25); the model's threshold "
+            f"{data['model_threshold']:g} alone keeps recall {default['recall']:.3f} at {100 * default['removed']:.0f}% removed."]
 
 
 def plot_quality(hotpot: dict, wiki: dict | None, path: Path) -> list[str]:

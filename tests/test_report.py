@@ -46,7 +46,7 @@ def test_report_plots_every_figure_with_its_provenance(tmp_path):
         assert data["command"] in text and data["written"] in text and f"{cores} cores" in text
     quality = json.loads((BENCH / "out" / "quality-validation.json").read_text(encoding="utf-8"))
     assert f"recall {quality['chosen']['recall']:.3f} (default model)" in text
-    assert f"default threshold {quality['model_threshold']:g}" in text
+    assert f"the model's threshold {quality['model_threshold']:g} alone" in text
     sweep = json.loads((BENCH / "out" / "pruner_sweep.json").read_text(encoding="utf-8"))
     for row in sweep["rows"]:
         n = row["passages"]

@@ -65,12 +65,14 @@ def quality(question: Question, pids: list[str], result) -> float:
 
 def sweep_setup(retriever, compressor) -> str:
     """What a sweep row's numbers depend on: corpus + embedder (the index key; `retriever` is a
-    HybridRetriever or its key), the compressing model and its keep threshold, and the thresher
-    version (engine changes move latency)."""
+    HybridRetriever or its key), the compressing model and its default operating point (threshold
+    and cuts), and the thresher version (engine changes move latency)."""
     from thresher import __version__
 
     key = retriever if isinstance(retriever, str) else retriever.key
-    return f"{key}|{compressor.model}|t={compressor.threshold}|v{__version__}"
+    point = (f"t={compressor.threshold}|r={getattr(compressor, 'relative_threshold', None)}"
+             f"|p={getattr(compressor, 'passage_threshold', None)}")
+    return f"{key}|{compressor.model}|{point}|v{__version__}"
 
 
 def measure(question: Question, retriever, compressor, ks: tuple[int, ...] = K, setup: str = "") -> SweepRow:
