@@ -48,6 +48,7 @@ KEEP_RATIOS = np.round(np.arange(0.05, 0.96, 0.05), 2)
 PASSAGE_THRESHOLDS = (None, 0.05, 0.1, 0.2, 0.3)
 RELATIVE_THRESHOLDS = (0.0, 0.1, 0.15, 0.2, 0.225, 0.25, 0.3)
 AT_REMOVED = (0.4, 0.5, 0.6, 0.7)
+CASCADE_K = (4, 6)  # passages of 10 a BM25 first stage lets through
 
 
 def by_threshold(t: float, cut: float | None, relative: float | None = None):
@@ -74,6 +75,30 @@ def bm25(questions, scored: list[list[Scored]]) -> list[list[Scored]]:
         parts = np.split(flat, np.cumsum([p.spans.shape[0] for p in passages])[:-1])
         out.append([Scored(p.text, p.spans, s, None, p.cum_nonspace) for p, s in zip(passages, parts)])
     return out
+
+
+def bm25_passages(question, k: int) -> set[int]:
+    """Indices of the question's k passages (title + text) that BM25 ranks first."""
+    import bm25s
+
+    texts = [f"{p['title'] or ''} {p['text']}" for p in question.passages]
+    tok = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+    index = bm25s.BM25()
+    index.index(tok, show_progress=False)
+    q = bm25s.tokenize([question.question], stopwords="en", return_ids=False, show_progress=False)[0]
+    scores = index.get_scores(q) if q else np.zeros(len(texts))
+    return set(np.argsort(-scores, kind="stable")[:k].tolist())
+
+
+def cascade(questions, scored, rule, k: int) -> dict:
+    """A BM25 first stage: only the top-k passages reach the model (the rest keep nothing), then
+    `rule`: what a cheap cascade would cost in quality (issue #24)."""
+    tops = iter([bm25_passages(q, k) for q in questions])
+
+    def keep(passages):
+        top = next(tops)
+        return [flags & (i in top) for i, flags in enumerate(rule(passages))]
+    return judge(questions, scored, keep)
 
 
 def curve(questions, scored, rules) -> list[dict]:
@@ -164,8 +189,11 @@ def run(args) -> dict:
             methods[other.model] = curve(qs, osc, [(float(t), by_threshold(float(t), None)) for t in grid])
         if not args.no_bm25:
             methods["bm25 (keep_ratio)"] = curve(qs, bm25(qs, sc), [(float(r), by_ratio(float(r))) for r in KEEP_RATIOS])
-        res["sets"][name] = {"figures": figs, "met": verdict(name, figs), "curves": methods,
-                             "at_removed": {m: {str(r): at_removed(c, r) for r in AT_REMOVED} for m, c in methods.items()}}
+        if not args.no_bm25 and len(qs[0].passages) >= 10:  # multi-passage sets: a BM25 first stage
+            res["sets"][name] = {"cascade": {str(k): cascade(qs, sc, by_threshold(main.threshold, cut, rel), k)
+                                             for k in CASCADE_K}}
+        res["sets"].setdefault(name, {}).update({"figures": figs, "met": verdict(name, figs), "curves": methods,
+                             "at_removed": {m: {str(r): at_removed(c, r) for r in AT_REMOVED} for m, c in methods.items()}})
     if args.choose:
         ranked = choose(data)
         res["choice"] = [{k: v for k, v in r.items()} for r in ranked[:10]]
@@ -202,6 +230,11 @@ def markdown(res: dict, cmd: str) -> str:
                + " / ".join(f"{100 * r:.0f}%" for r in AT_REMOVED)
                + " of characters, each curve interpolated (- : the method never removes that much or that little):\n\n"
                + md_table(["set", *methods], eq_rows))
+    casc = [[SHORT[name]] + [f"{quality_of(s['cascade'][str(k)]):.3f} / {100 * s['cascade'][str(k)]['removed']:.1f}%"
+                             for k in CASCADE_K] for name, s in res["sets"].items() if "cascade" in s]
+    if casc:
+        out.append("A BM25 first stage (only its top k passages reach the model; the default point after):\n\n"
+                   + md_table(["set", *[f"top {k}: quality / removed" for k in CASCADE_K]], casc))
     if "choice" in res:
         c_rows = [[c["threshold"], c["relative_threshold"], "none" if c["passage_threshold"] is None else c["passage_threshold"],
                    c["quality_held"], c["targets_met"], round(c["slack"], 3),
