@@ -28,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import command, md_table, write_results  # noqa: E402
 from common_sets import SETS, SHORT, Question, Scored, load_set, score  # noqa: E402
 
+from thresher.scorers.encoder_pruner import logit  # noqa: E402
+
 EPS = 1e-7
 
 
@@ -42,11 +44,6 @@ def sentence_labels(q: Question, p: Scored, gold: np.ndarray | None) -> np.ndarr
         return y
     fold = (lambda s: s) if q.case_sensitive else str.lower
     return np.array([float(any(ans in fold(p.text[a:b]) for ans in q.answers)) for a, b in p.spans.tolist()])
-
-
-def logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, EPS, 1 - EPS)
-    return np.log(p) - np.log1p(-p)
 
 
 def fit_platt(x: np.ndarray, y: np.ndarray, w: np.ndarray, iters: int = 100) -> tuple[float, float]:

@@ -53,6 +53,7 @@ class TorchReference:
 
         from thresher.catalogue import PRUNER_CALIBRATION, PRUNER_RELATIVE_THRESHOLD
         from thresher.engine.segment import split_rules
+        from thresher.scorers.encoder_pruner import logit, platt
         from thresher.training.data import Example
         from thresher.training.train import collate, encode
 
@@ -70,9 +71,8 @@ class TorchReference:
             s = e.sentence
             n = len(examples[r].sentences)
             sums = np.bincount(s[s >= 0], weights=keep[r, : s.shape[0]][s >= 0], minlength=n)
-            mean = np.clip(sums / np.maximum(np.bincount(s[s >= 0], minlength=n), 1), 1e-7, 1 - 1e-7)
-            scale, shift = PRUNER_CALIBRATION["sentence"]
-            score = 1 / (1 + np.exp(-(scale * (np.log(mean) - np.log1p(-mean)) + shift)))
+            mean = sums / np.maximum(np.bincount(s[s >= 0], minlength=n), 1)
+            score = platt(logit(mean), PRUNER_CALIBRATION["sentence"])
             out.append((score > self.threshold) & (score >= PRUNER_RELATIVE_THRESHOLD * score.max(initial=0.0)))
         return out
 

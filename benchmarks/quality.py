@@ -52,11 +52,17 @@ CASCADE_K = (4, 6)  # passages of 10 a BM25 first stage lets through
 
 
 def by_threshold(t: float, cut: float | None, relative: float | None = None):
-    """The engine's threshold mode: score >= t and >= relative x the passage's best score, and the
-    passage cut (pipeline.select)."""
+    """The engine's threshold mode with these cuts, by the engine's own pipeline.select."""
+    from thresher.engine.pipeline import select
+    from thresher.engine.request import Options, Request
+    from thresher.engine.scorer import Scores
+
+    request = Request("", (), Options(threshold=t, relative_threshold=relative, passage_threshold=cut))
+
     def keep(passages: list[Scored]):
-        return [(p.scores >= t) & (not relative or p.scores >= relative * p.scores.max(initial=0.0))
-                & (cut is None or (p.rerank is not None and p.rerank >= cut)) for p in passages]
+        rerank = None if any(p.rerank is None for p in passages) else np.array([p.rerank for p in passages])
+        return select(request, tuple(p.spans for p in passages), Scores(tuple(p.scores for p in passages), rerank),
+                      scorer=None)
     return keep
 
 

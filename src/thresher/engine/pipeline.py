@@ -32,8 +32,8 @@ def select(request: Request, spans: tuple[np.ndarray, ...], scores: Scores, scor
         threshold = scorer.threshold if opts.threshold is None else opts.threshold
         keep = [keep_by_threshold(s, threshold) for s in scores.sentences]
         if relative:  # a share of the passage's best score; a best <= 0 (cosines) cuts nothing
-            keep = [k & ((s.max(initial=0.0) <= 0) | (s >= relative * s.max(initial=0.0)))
-                    for k, s in zip(keep, scores.sentences)]
+            best = [s.max(initial=0.0) for s in scores.sentences]
+            keep = [k & ((b <= 0) | (s >= relative * b)) for k, s, b in zip(keep, scores.sentences, best)]
     else:
         counts = [s.shape[0] for s in scores.sentences]
         if not sum(counts):

@@ -86,6 +86,12 @@ def plan_blocks(unit_lengths: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return blocks
 
 
+def logit(p: np.ndarray, eps: float = 1e-7) -> np.ndarray:
+    """log(p / (1 - p)) in float64, p clipped to [eps, 1 - eps] (a probability of 0 or 1 stays finite)."""
+    p = np.clip(np.asarray(p, np.float64), eps, 1 - eps)
+    return np.log(p) - np.log1p(-p)
+
+
 def platt(logits: np.ndarray, scale_shift) -> np.ndarray:
     """sigmoid(scale * logit + shift) in float64: a calibrated probability from a logit."""
     scale, shift = scale_shift
@@ -266,8 +272,7 @@ class EncoderPrunerScorer:
                 rerank = np.full(n_passages, -np.inf)
                 np.maximum.at(rerank, block_passage, block_rank.astype(np.float64))
             if self._sentence_calibration:
-                scores = platt(np.log(np.clip(scores, 1e-7, 1 - 1e-7)) - np.log1p(-np.clip(scores, 1e-7, 1 - 1e-7)),
-                               self._sentence_calibration)
+                scores = platt(logit(scores), self._sentence_calibration)
             if self._rerank_calibration:
                 rerank = platt(rerank, self._rerank_calibration)
             elif self.rerank_activation == "sigmoid":
